@@ -1,0 +1,13 @@
+"""Streaming chat load with shared and unique prefixes, gated by slogate's SLO plugin.
+
+    locust -f locustfiles/chat.py --host http://127.0.0.1:8011 --headless -u 2 -t 60s \
+        --slo-file slo/defaults/demo.yaml --slo-report-dir slogate-report
+
+Workload options: `locust -f locustfiles/chat.py --help` (section "Custom options").
+"""
+
+import slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
+from locustfiles import options  # noqa: F401  (registers the workload options)
+from locustfiles.users import ChatStreamUser
+
+__all__ = ["ChatStreamUser"]

@@ -1,0 +1,83 @@
+"""The workload's Locust options (command line, `locust.conf`, web UI form) and the per-process
+workload built from them. Secrets are never options: the API key comes from the environment only."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gevent.lock
+from locust import events
+
+from locustfiles import server
+from locustfiles.workload import Workload, WorkloadConfig
+
+API_KEY_ENV_VARS = ("SLOGATE_API_KEY", "OPENAI_API_KEY")
+
+
+@events.init_command_line_parser.add_listener
+def _add_arguments(parser: Any) -> None:
+    d = WorkloadConfig()
+    parser.add_argument("--shared-prefixes", type=int, default=d.shared_prefixes, help="How many distinct shared system prompts")
+    parser.add_argument("--shared-prefix-tokens", type=int, default=d.shared_prefix_tokens, help="Tokens in each shared prefix")
+    parser.add_argument("--shared-fraction", type=float, default=d.shared_fraction, help="Fraction of requests with a shared prefix")
+    parser.add_argument("--unique-prefix-tokens", type=int, default=-1, help="Tokens in a unique prefix (-1: same as shared)")
+    parser.add_argument("--user-message-tokens", type=int, default=d.user_message_tokens, help="Tokens in each user message")
+    parser.add_argument("--max-tokens", type=int, default=d.max_tokens, help="max_tokens per request")
+    parser.add_argument("--temperature", type=float, default=d.temperature, help="Sampling temperature")
+    parser.add_argument("--model", type=str, default="", help="Model name (default: first id from /v1/models)")
+    parser.add_argument("--seed", type=int, default=d.seed, help="Seed for prompts: same seed, same prompts")
+    parser.add_argument("--ignore-eos", action="store_true", help="Send ignore_eos (vLLM): every answer is max_tokens long")
+    parser.add_argument("--request-timeout", type=float, default=d.request_timeout_s, help="Seconds without a byte before a request fails")
+    parser.add_argument("--no-prime-prefixes", action="store_true", help="Do not send each shared prefix once before measuring")
+
+
+def config_from_options(opts: Any) -> WorkloadConfig:
+    return WorkloadConfig(
+        shared_prefixes=opts.shared_prefixes,
+        shared_prefix_tokens=opts.shared_prefix_tokens,
+        shared_fraction=opts.shared_fraction,
+        unique_prefix_tokens=None if opts.unique_prefix_tokens < 0 else opts.unique_prefix_tokens,
+        user_message_tokens=opts.user_message_tokens,
+        max_tokens=opts.max_tokens,
+        temperature=opts.temperature,
+        model=opts.model or None,
+        seed=opts.seed,
+        ignore_eos=opts.ignore_eos,
+        request_timeout_s=opts.request_timeout,
+        prime_prefixes=not opts.no_prime_prefixes,
+    )
+
+
+def api_key() -> str | None:
+    for name in API_KEY_ENV_VARS:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def auth_headers() -> dict[str, str]:
+    key = api_key()
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+_lock = gevent.lock.Semaphore()
+_prepared: dict[tuple[int, WorkloadConfig, str], Workload] = {}
+
+
+def workload_for(environment: Any) -> Workload:
+    """The process's workload, prepared once (model discovery, calibration) on first use.
+
+    Raises `locustfiles.server.TargetError` when the target cannot be reached.
+    """
+    config = config_from_options(environment.parsed_options)
+    key = (id(environment), config, environment.host)
+    with _lock:
+        workload = _prepared.get(key)
+        if workload is None:
+            host, headers = environment.host.rstrip("/"), auth_headers()
+            workload = Workload.prepare(config, host, headers)
+            if config.prime_prefixes:
+                server.prime(host, headers, workload.priming_requests(), config.request_timeout_s)
+            _prepared[key] = workload
+    return workload

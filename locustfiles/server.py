@@ -1,0 +1,54 @@
+"""One-off calls to the target made before load starts: model discovery and token calibration.
+
+They use the standard library (gevent-patched under Locust); the hot path never comes here.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+class TargetError(Exception):
+    """The target could not be reached or answered unexpectedly; str() is one line."""
+
+
+def _call(url: str, headers: dict[str, str], body: dict[str, Any] | None = None, timeout: float = 30) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={**headers, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        raise TargetError(f"{e.code} {e.reason} from {url.rsplit('/', 1)[-1]}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise TargetError(f"cannot reach the target: {reason}") from None
+    except ValueError:
+        raise TargetError(f"{url.rsplit('/', 1)[-1]} did not answer JSON") from None
+
+
+def first_model_id(host: str, headers: dict[str, str]) -> str:
+    data = _call(f"{host}/v1/models", headers)
+    try:
+        return data["data"][0]["id"]
+    except (KeyError, IndexError, TypeError):
+        raise TargetError("/v1/models lists no model; pass --model") from None
+
+
+def prime(host: str, headers: dict[str, str], bodies: list[dict[str, Any]], timeout: float) -> None:
+    """Send non-streamed requests whose answers do not matter (cache priming)."""
+    for body in bodies:
+        _call(f"{host}/v1/chat/completions", headers, body, timeout=timeout)
+
+
+def count_tokens(host: str, headers: dict[str, str], model: str, text: str) -> int | None:
+    """Tokens in `text` as the server counts them (vLLM's /tokenize), or None if unsupported."""
+    try:
+        data = _call(f"{host}/tokenize", headers, {"model": model, "prompt": text, "add_special_tokens": False})
+    except TargetError:
+        return None
+    count = data.get("count") if isinstance(data, dict) else None
+    return count if isinstance(count, int) and count > 0 else None

@@ -1,0 +1,65 @@
+"""Turns the moments of one streamed request into a `RequestRecord`."""
+
+from __future__ import annotations
+
+from slo.record import ErrorKind, RequestRecord
+
+
+class StreamTimer:
+    """Started just before the request is sent; `token()` is called once per token event.
+
+    All arguments named `now` are `time.perf_counter()` readings.
+    """
+
+    __slots__ = ("_first", "_itl", "_last", "_t0", "cached", "completion", "prompt", "request_class", "started_at")
+
+    def __init__(self, request_class: str, started_at: float, t0: float) -> None:
+        self.request_class = request_class
+        self.started_at = started_at  # time.time(), for warm-up and the run window
+        self._t0 = t0
+        self._first: float | None = None
+        self._last = 0.0
+        self._itl: list[int] = []
+        self.prompt: int | None = None
+        self.completion: int | None = None
+        self.cached: int | None = None
+
+    def token(self, now: float) -> None:
+        if self._first is None:
+            self._first = now
+        else:
+            self._itl.append(int((now - self._last) * 1_000_000))
+        self._last = now
+
+    def usage(self, prompt: int | None, completion: int | None, cached: int | None) -> None:
+        self.prompt, self.completion, self.cached = prompt, completion, cached
+
+    @property
+    def token_events(self) -> int:
+        return len(self._itl) + (self._first is not None)
+
+    def finish(self, now: float) -> RequestRecord:
+        """A stream that ended with `[DONE]`; without any token it is a `no_content` failure."""
+        if self._first is None:
+            return self.fail(ErrorKind.NO_CONTENT, "stream ended without any content token", now)
+        completion = self.completion if self.completion is not None else self.token_events
+        return RequestRecord(
+            self.request_class,
+            self.started_at,
+            e2e_us=int((now - self._t0) * 1_000_000),
+            ttft_us=int((self._first - self._t0) * 1_000_000),
+            itl_us=self._itl,
+            prompt_tokens=self.prompt,
+            completion_tokens=completion,
+            cached_tokens=self.cached,
+        )
+
+    def fail(self, kind: ErrorKind, message: str, now: float) -> RequestRecord:
+        return RequestRecord(
+            self.request_class,
+            self.started_at,
+            e2e_us=int((now - self._t0) * 1_000_000),
+            ttft_us=None if self._first is None else int((self._first - self._t0) * 1_000_000),
+            error_kind=kind,
+            error_message=message,
+        )

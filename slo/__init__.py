@@ -1,0 +1,1 @@
+"""Measurement and judgement: histograms, request records, the SLO spec, evaluation and reports."""

@@ -1,0 +1,74 @@
+"""Judge a run's metrics against an SLO spec: one verdict, one exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from slo import exitcodes
+from slo.metrics import MetricsStore
+from slo.spec import Objective, SloSpec
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+INSUFFICIENT = "insufficient_data"
+
+
+@dataclass(slots=True)
+class ObjectiveResult:
+    objective: Objective
+    observed: float | None
+    samples: int
+    result: str  # pass | fail | insufficient_data
+
+
+@dataclass(slots=True)
+class Verdict:
+    status: str  # pass | fail | inconclusive
+    results: list[ObjectiveResult]
+    reasons: list[str] = field(default_factory=list)  # why inconclusive, in words
+
+    @property
+    def exit_code(self) -> int:
+        return {PASS: exitcodes.PASS, FAIL: exitcodes.FAIL}.get(self.status, exitcodes.INCONCLUSIVE)
+
+
+def observe(objective: Objective, metrics: MetricsStore) -> tuple[float | None, int]:
+    """The objective's observed value and the number of samples behind it."""
+    cm = metrics.get(objective.request_class)
+    if objective.is_latency:
+        hist = cm.latency[objective.metric]
+        assert objective.percentile is not None
+        return hist.percentile_ms(objective.percentile), hist.count
+    value = getattr(cm, objective.metric)
+    return value, cm.requests
+
+
+def evaluate(spec: SloSpec, metrics: MetricsStore, run_problems: list[str] | None = None) -> Verdict:
+    """`run_problems` are facts that make any figure untrustworthy (generator saturated,
+    target unreachable); they turn the verdict inconclusive even when an objective failed."""
+    results = []
+    for obj in spec.objectives:
+        value, samples = observe(obj, metrics)
+        if value is None or samples < spec.min_samples:
+            outcome = INSUFFICIENT
+        elif (obj.max is not None and value > obj.max) or (obj.min is not None and value < obj.min):
+            outcome = FAIL
+        else:
+            outcome = PASS
+        results.append(ObjectiveResult(obj, value, samples, outcome))
+
+    reasons = list(run_problems or [])
+    short = [r for r in results if r.result == INSUFFICIENT]
+    if short:
+        reasons.append(
+            "too few samples: "
+            + ", ".join(f"{r.objective.name} has {r.samples} (min_samples {spec.min_samples})" for r in short)
+        )
+    if run_problems:
+        status = INCONCLUSIVE
+    elif any(r.result == FAIL for r in results):
+        status = FAIL
+    elif short:
+        status = INCONCLUSIVE
+    else:
+        status = PASS
+    return Verdict(status, results, reasons)

@@ -1,0 +1,71 @@
+"""The listener: picks request records out of Locust's request events into a `MetricsStore`.
+
+Any user class takes part by calling `report_record(environment, record)`: it fires Locust's
+ordinary request events (`TTFT <class>` and `E2E <class>`, so the stats table and charts show
+them) and carries the exact record in the event context for this listener.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from slo.metrics import MetricsStore
+from slo.record import RequestRecord
+
+RECORD_KEY = "slogate_record"
+TTFT_TYPE, E2E_TYPE = "TTFT", "E2E"
+
+
+class RequestFailed(Exception):
+    """The exception Locust shows for a failed streamed request: `<kind>: <message>`."""
+
+
+def report_record(environment: Any, rec: RequestRecord) -> None:
+    fire = environment.events.request.fire
+    if rec.ttft_us is not None and rec.ok:
+        fire(
+            request_type=TTFT_TYPE,
+            name=rec.request_class,
+            response_time=rec.ttft_us / 1000,
+            response_length=0,
+            exception=None,
+            context={},
+        )
+    fire(
+        request_type=E2E_TYPE,
+        name=rec.request_class,
+        response_time=rec.e2e_us / 1000,
+        response_length=rec.completion_tokens or 0,
+        exception=None if rec.ok else RequestFailed(f"{rec.error_kind}: {rec.error_message}"),
+        context={RECORD_KEY: rec},
+    )
+
+
+class RecordListener:
+    """Collects records started after the warm-up window into `store`."""
+
+    def __init__(self) -> None:
+        self.store = MetricsStore()
+        self.warmup_s = 0.0
+        self.run_started_at: float | None = None
+
+    def start(self, warmup_s: float) -> None:
+        self.store = MetricsStore()
+        self.warmup_s = warmup_s
+        self.run_started_at = time.time()
+
+    def on_request(self, context: dict[str, Any] | None = None, **_: Any) -> None:
+        rec = context.get(RECORD_KEY) if context else None
+        if rec is None:
+            return
+        started = self.run_started_at
+        if started is not None and rec.started_at < started + self.warmup_s:
+            self.store.warmup_excluded += 1
+            return
+        self.store.add(rec)
+
+    def take(self) -> MetricsStore:
+        """Hand over what was collected and start a new buffer (a worker's report to the master)."""
+        store, self.store = self.store, MetricsStore()
+        return store

@@ -1,0 +1,263 @@
+"""Locust integration: SLO options, the listener, and the verdict when the run ends.
+
+Importing this module (a locustfile does `import slo.locust_plugin`) registers:
+- `--slo-file`, `--slo-report-dir`, `--slo-warmup-s`, `--slo-min-samples` (command line,
+  `locust.conf` and the web UI form);
+- the request listener on every load-generating process;
+- distributed plumbing: workers ship their histograms in `report_to_master` and flush the rest
+  at `test_stop`; the master merges and is the only process that judges and writes reports;
+- the verdict in `quitting` (module level, so after Locust's own handlers and its final worker
+  reports), which sets the process exit code: 0 pass, 1 fail, 2 usage, 3 inconclusive.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from locust import events
+from locust.runners import MasterRunner, WorkerRunner
+
+from slo import exitcodes
+from slo.evaluate import Verdict, evaluate
+from slo.listener import RecordListener
+from slo.metrics import MetricsStore
+from slo.record import ErrorKind
+from slo.report import build_report, public_url, write_reports
+from slo.spec import SloSpec, SloSpecError, load_spec
+
+log = logging.getLogger("slogate")
+WIRE_KEY = "slogate"
+FLUSH_MESSAGE = "slogate_flush"
+
+
+class Gate:
+    """Per-process state of the gate; one per Locust environment."""
+
+    def __init__(self, environment: Any) -> None:
+        self.environment = environment
+        self.listener = RecordListener()
+        self.merged = MetricsStore()  # master only: what the workers sent
+        self.spec: SloSpec | None = None
+        self.problems: list[str] = []
+        self.workload: dict[str, Any] = {}
+        self.model: str | None = None
+        self.started_at: float | None = None
+        self.workers_reporting: set[str] = set()
+        self.judged = False
+
+    @property
+    def options(self) -> Any:
+        return self.environment.parsed_options
+
+    @property
+    def is_master(self) -> bool:
+        return isinstance(self.environment.runner, MasterRunner)
+
+    @property
+    def is_worker(self) -> bool:
+        return isinstance(self.environment.runner, WorkerRunner)
+
+    def load_spec(self) -> None:
+        path = getattr(self.options, "slo_file", None)
+        self.spec = load_spec(path) if path else None
+
+    @property
+    def warmup_s(self) -> float:
+        override = getattr(self.options, "slo_warmup_s", None)
+        if override is not None:
+            return override
+        return self.spec.warmup_s if self.spec else 0.0
+
+    def effective_spec(self) -> SloSpec | None:
+        spec = self.spec
+        min_samples = getattr(self.options, "slo_min_samples", None)
+        if spec is not None and min_samples is not None:
+            spec = SloSpec(spec.objectives, min_samples, spec.warmup_s, spec.source)
+        return spec
+
+    def metrics(self) -> MetricsStore:
+        """Everything measured so far: merged worker data on a master, the local store otherwise."""
+        if self.is_master:
+            return self.merged
+        return self.listener.store
+
+    def run_info(self) -> dict[str, Any]:
+        ended = time.time()
+        runner = self.environment.runner
+        return {
+            "target": public_url(self.environment.host),
+            "model": self.model,
+            "workload": self.workload,
+            "started_at": _iso(self.started_at),
+            "ended_at": _iso(ended),
+            "duration_s": None if self.started_at is None else round(ended - self.started_at, 3),
+            "warmup_s": self.warmup_s,
+            "mode": "master" if self.is_master else "local",
+            "workers": len(self.workers_reporting) if self.is_master else 1,
+            "users": getattr(runner, "user_count", None),
+            "slo_file": self.spec.source if self.spec else None,
+        }
+
+    def judge(self) -> tuple[Verdict | None, dict[str, Any]]:
+        metrics = self.metrics()
+        problems = list(self.problems)
+        runner = self.environment.runner
+        if getattr(runner, "cpu_warning_emitted", False) or getattr(runner, "worker_cpu_warning_emitted", False):
+            problems.append(
+                "the load generator itself was saturated (CPU above 90%): add processes (--processes N) "
+                "or workers; figures would include client delay"
+            )
+        total = metrics.get("all")
+        if total.requests and not total.successes and total.errors_by_kind.get(ErrorKind.CONNECT) == total.requests:
+            problems.append(f"target unreachable: all {total.requests} requests failed to connect")
+        spec = self.effective_spec()
+        verdict = evaluate(spec, metrics, problems) if spec else None
+        extra = None if verdict else {"verdict": "ungated", "exit_code": None, "reasons": problems or ["no --slo-file: nothing was gated"]}
+        report = build_report(verdict, metrics, run=self.run_info(), extra=extra)
+        return verdict, report
+
+
+_gates: dict[int, Gate] = {}
+
+
+def gate_for(environment: Any) -> Gate:
+    gate = _gates.get(id(environment))
+    if gate is None:
+        gate = _gates[id(environment)] = Gate(environment)
+    return gate
+
+
+def abort_run(environment: Any, reason: str) -> None:
+    """Stop the run because its figures cannot mean anything (e.g. the target is unreachable).
+    The verdict becomes inconclusive with this reason."""
+    gate = gate_for(environment)
+    if reason not in gate.problems:
+        gate.problems.append(reason)
+        log.error("slogate: %s", reason)
+    runner = environment.runner
+    if runner is not None and not gate.is_worker:
+        runner.quit()
+
+
+def note_workload(environment: Any, model: str, workload: dict[str, Any]) -> None:
+    """Record what the load looked like, for the report (and for baselines to compare like with like)."""
+    gate = gate_for(environment)
+    gate.model, gate.workload = model, workload
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+@events.init_command_line_parser.add_listener
+def _add_arguments(parser: Any) -> None:
+    parser.add_argument("--slo-file", type=str, default="", help="YAML file of SLOs to gate the run on (slogate)")
+    parser.add_argument(
+        "--slo-report-dir", type=str, default="slogate-report", help="Where slo-report.json, slo-junit.xml and slo-summary.md go"
+    )
+    parser.add_argument(
+        "--slo-warmup-s", type=float, default=None, help="Seconds at the start not judged (overrides warmup_s in the SLO file)"
+    )
+    parser.add_argument(
+        "--slo-min-samples", type=int, default=None, help="Samples needed per SLO (overrides min_samples in the SLO file)"
+    )
+
+
+@events.init.add_listener
+def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
+    gate = gate_for(environment)
+    if environment.parsed_options is None:
+        return
+    try:
+        gate.load_spec()
+    except SloSpecError as e:
+        _usage_error(gate, str(e))
+    if gate.is_master:
+        runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: _merge_from_worker(gate, msg.node_id, msg.data))
+    else:
+        environment.events.request.add_listener(gate.listener.on_request)
+
+
+def _usage_error(gate: Gate, message: str) -> None:
+    """A bad SLO file: one line on stderr, an error report, exit 2 before any load is sent."""
+    sys.stderr.write(f"slogate: error: {message}\n")
+    report_dir = getattr(gate.options, "slo_report_dir", None)
+    if report_dir:
+        report = build_report(None, MetricsStore(), run={"target": public_url(gate.environment.host)}, error=message, exit_code=exitcodes.USAGE)
+        write_reports(report, report_dir)
+    sys.exit(exitcodes.USAGE)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Any, **_: Any) -> None:
+    gate = gate_for(environment)
+    if environment.parsed_options is not None and not gate.is_worker:
+        try:  # the web UI form may have changed --slo-file since init
+            gate.load_spec()
+        except SloSpecError as e:
+            abort_run(environment, f"bad SLO file: {e}")
+    gate.started_at = time.time()
+    gate.problems = [p for p in gate.problems if p.startswith("bad SLO file")]
+    gate.merged = MetricsStore()
+    gate.workers_reporting.clear()
+    gate.judged = False
+    gate.listener.start(gate.warmup_s)
+
+
+@events.reset_stats.add_listener
+def _on_reset_stats(**_: Any) -> None:
+    for gate in _gates.values():
+        gate.merged = MetricsStore()
+        gate.listener.start(gate.warmup_s)
+
+
+@events.report_to_master.add_listener
+def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    for gate in _gates.values():
+        if gate.is_worker:
+            data[WIRE_KEY] = {"metrics": gate.listener.take().to_wire(), "model": gate.model, "workload": gate.workload}
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Any, **_: Any) -> None:
+    gate = gate_for(environment)
+    if gate.is_worker and environment.runner is not None:
+        # Ship what is left now: the message reaches the master before this worker's
+        # `client_stopped`, so the master's figures are complete when its own test_stop fires.
+        environment.runner.send_message(FLUSH_MESSAGE, {"metrics": gate.listener.take().to_wire(), "model": gate.model, "workload": gate.workload})
+
+
+@events.worker_report.add_listener
+def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    for gate in _gates.values():
+        if gate.is_master and WIRE_KEY in data:
+            _merge_from_worker(gate, client_id, data[WIRE_KEY])
+
+
+def _merge_from_worker(gate: Gate, client_id: str, payload: dict[str, Any]) -> None:
+    gate.merged.merge(MetricsStore.from_wire(payload["metrics"]))
+    gate.workers_reporting.add(client_id)
+    if payload.get("model") and not gate.model:
+        gate.model, gate.workload = payload["model"], payload.get("workload") or {}
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Any, **_: Any) -> None:
+    gate = gate_for(environment)
+    if gate.is_worker or gate.judged or environment.parsed_options is None:
+        return
+    gate.judged = True
+    verdict, report = gate.judge()
+    report_dir = Path(environment.parsed_options.slo_report_dir)
+    paths = write_reports(report, report_dir)
+    sys.stdout.write("\n" + paths["markdown"].read_text())
+    sys.stdout.write(f"slogate: reports in {report_dir}/\n")
+    sys.stdout.flush()
+    if verdict is not None:
+        environment.process_exit_code = verdict.exit_code
+    elif gate.problems:
+        environment.process_exit_code = exitcodes.INCONCLUSIVE

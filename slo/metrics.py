@@ -1,0 +1,195 @@
+"""Per-class aggregates of request records: the histograms and counters the gate judges.
+
+A `MetricsStore` lives in every process that generates load; workers ship theirs to the master
+as `to_wire()` dicts, and `merge_wire` adds them exactly.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from slo.histogram import LatencyHistogram
+from slo.record import RequestRecord
+
+ALL_CLASSES = "all"
+LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e")
+
+
+class ClassMetrics:
+    """Everything recorded for one request class (e.g. `shared` or `unique`)."""
+
+    def __init__(self) -> None:
+        self.latency: dict[str, LatencyHistogram] = {m: LatencyHistogram() for m in LATENCY_METRICS}
+        self.requests = 0
+        self.failures = 0
+        self.errors_by_kind: Counter[str] = Counter()
+        self.prompt_tokens = 0
+        self.output_tokens = 0
+        self.cached_tokens = 0
+        self.first_start: float | None = None
+        self.last_end: float | None = None
+
+    def add(self, rec: RequestRecord) -> None:
+        self.requests += 1
+        end = rec.started_at + rec.e2e_us / 1e6
+        if self.first_start is None or rec.started_at < self.first_start:
+            self.first_start = rec.started_at
+        if self.last_end is None or end > self.last_end:
+            self.last_end = end
+        if rec.error_kind is not None:
+            self.failures += 1
+            self.errors_by_kind[str(rec.error_kind)] += 1
+            return
+        lat = self.latency
+        if rec.ttft_us is not None:
+            lat["ttft"].record_us(rec.ttft_us)
+        itl = lat["itl"]
+        for gap in rec.itl_us:
+            itl.record_us(gap)
+        tpot = rec.tpot_us
+        if tpot is not None:
+            lat["tpot"].record_us(tpot)
+        lat["e2e"].record_us(rec.e2e_us)
+        self.prompt_tokens += rec.prompt_tokens or 0
+        self.output_tokens += rec.completion_tokens or 0
+        self.cached_tokens += rec.cached_tokens or 0
+
+    @property
+    def successes(self) -> int:
+        return self.requests - self.failures
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.failures / self.requests if self.requests else None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.first_start is None or self.last_end is None:
+            return None
+        return max(self.last_end - self.first_start, 1e-9)
+
+    @property
+    def output_tokens_per_s(self) -> float | None:
+        d = self.duration_s
+        return self.output_tokens / d if d else None
+
+    @property
+    def requests_per_s(self) -> float | None:
+        d = self.duration_s
+        return self.successes / d if d else None
+
+    def merge(self, other: ClassMetrics) -> None:
+        for name, hist in other.latency.items():
+            self.latency[name].merge(hist)
+        self.requests += other.requests
+        self.failures += other.failures
+        self.errors_by_kind.update(other.errors_by_kind)
+        self.prompt_tokens += other.prompt_tokens
+        self.output_tokens += other.output_tokens
+        self.cached_tokens += other.cached_tokens
+        if other.first_start is not None:
+            self.first_start = (
+                other.first_start if self.first_start is None else min(self.first_start, other.first_start)
+            )
+        if other.last_end is not None:
+            self.last_end = other.last_end if self.last_end is None else max(self.last_end, other.last_end)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "latency": {name: h.encode() for name, h in self.latency.items() if h.count},
+            "requests": self.requests,
+            "failures": self.failures,
+            "errors_by_kind": dict(self.errors_by_kind),
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "first_start": self.first_start,
+            "last_end": self.last_end,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> ClassMetrics:
+        m = cls()
+        for name, text in data.get("latency", {}).items():
+            m.latency[name] = LatencyHistogram.decode(text)
+        m.requests = data["requests"]
+        m.failures = data["failures"]
+        m.errors_by_kind = Counter(data.get("errors_by_kind", {}))
+        m.prompt_tokens = data.get("prompt_tokens", 0)
+        m.output_tokens = data.get("output_tokens", 0)
+        m.cached_tokens = data.get("cached_tokens", 0)
+        m.first_start = data.get("first_start")
+        m.last_end = data.get("last_end")
+        return m
+
+    def summary(self) -> dict[str, Any]:
+        """The report's `metrics.<class>` entry."""
+        out: dict[str, Any] = {f"{name}_ms": h.summary_ms() for name, h in self.latency.items()}
+        rate, tps, rps = self.error_rate, self.output_tokens_per_s, self.requests_per_s
+        out.update(
+            requests=self.requests,
+            failures=self.failures,
+            error_rate=None if rate is None else round(rate, 6),
+            errors_by_kind=dict(sorted(self.errors_by_kind.items())),
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            cached_tokens=self.cached_tokens,
+            mean_prompt_tokens=round(self.prompt_tokens / self.successes, 1) if self.successes else None,
+            mean_output_tokens=round(self.output_tokens / self.successes, 1) if self.successes else None,
+            output_tokens_per_s=None if tps is None else round(tps, 3),
+            requests_per_s=None if rps is None else round(rps, 3),
+            duration_s=None if self.duration_s is None else round(self.duration_s, 3),
+        )
+        return out
+
+
+class MetricsStore:
+    """Request records aggregated per class; `all` is derived by merging the classes."""
+
+    def __init__(self) -> None:
+        self.classes: dict[str, ClassMetrics] = {}
+        self.warmup_excluded = 0
+
+    def add(self, rec: RequestRecord) -> None:
+        cm = self.classes.get(rec.request_class)
+        if cm is None:
+            cm = self.classes[rec.request_class] = ClassMetrics()
+        cm.add(rec)
+
+    def get(self, request_class: str) -> ClassMetrics:
+        """One class, or every class merged for `all`; an empty aggregate for an unseen class."""
+        if request_class != ALL_CLASSES:
+            return self.classes.get(request_class) or ClassMetrics()
+        total = ClassMetrics()
+        for cm in self.classes.values():
+            total.merge(cm)
+        return total
+
+    def class_names(self) -> list[str]:
+        return [ALL_CLASSES, *sorted(self.classes)]
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.classes and not self.warmup_excluded
+
+    def merge(self, other: MetricsStore) -> None:
+        for name, cm in other.classes.items():
+            self.classes.setdefault(name, ClassMetrics()).merge(cm)
+        self.warmup_excluded += other.warmup_excluded
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "classes": {name: cm.to_wire() for name, cm in self.classes.items()},
+            "warmup_excluded": self.warmup_excluded,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> MetricsStore:
+        store = cls()
+        store.classes = {name: ClassMetrics.from_wire(d) for name, d in data.get("classes", {}).items()}
+        store.warmup_excluded = data.get("warmup_excluded", 0)
+        return store
+
+    def summary(self, classes: list[str] | None = None) -> dict[str, Any]:
+        return {name: self.get(name).summary() for name in classes or self.class_names()}

@@ -1,0 +1,176 @@
+"""The SLO file: YAML parsed once into typed objectives, validated before any load is sent.
+
+Grammar (one mapping per objective under `slos:`)::
+
+    slos:
+      - name: ttft-p95        # optional; derived from metric/percentile/class when absent
+        metric: ttft           # ttft | itl | tpot | e2e          (latency, needs percentile + max_ms)
+        percentile: 95         # 0 < p <= 100
+        max_ms: 200
+        class: all             # all | shared | unique (any request class the workload tags)
+      - {metric: error_rate, max: 0.01}             # fraction of failed requests
+      - {metric: output_tokens_per_s, min: 50}      # also requests_per_s
+    min_samples: 50            # fewer samples for an objective -> inconclusive (exit 3)
+    warmup_s: 5                # requests started in the first N seconds are not judged
+
+Every error names the file, the entry and the field, on one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slo.metrics import ALL_CLASSES, LATENCY_METRICS
+
+RATE_METRICS = {
+    "error_rate": "fraction of requests that failed",
+    "output_tokens_per_s": "completion tokens per second over the run",
+    "requests_per_s": "successful requests per second over the run",
+}
+METRICS = (*LATENCY_METRICS, *RATE_METRICS)
+_TOP_LEVEL_KEYS = {"slos", "min_samples", "warmup_s"}
+_LATENCY_KEYS = {"name", "metric", "percentile", "max_ms", "class"}
+_RATE_KEYS = {"name", "metric", "max", "min", "class"}
+
+
+class SloSpecError(ValueError):
+    """A malformed SLO file; str() is the one-line message users see."""
+
+
+@dataclass(frozen=True, slots=True)
+class Objective:
+    name: str
+    metric: str
+    request_class: str = ALL_CLASSES
+    percentile: float | None = None
+    max: float | None = None  # milliseconds for latency metrics
+    min: float | None = None
+
+    @property
+    def is_latency(self) -> bool:
+        return self.metric in LATENCY_METRICS
+
+    def describe(self) -> str:
+        """Human form, e.g. `p95 ttft[all] <= 200 ms`."""
+        if self.is_latency:
+            return f"p{self.percentile:g} {self.metric}[{self.request_class}] <= {self.max:g} ms"
+        parts = []
+        if self.min is not None:
+            parts.append(f">= {self.min:g}")
+        if self.max is not None:
+            parts.append(f"<= {self.max:g}")
+        return f"{self.metric}[{self.request_class}] {' and '.join(parts)}"
+
+
+@dataclass(frozen=True, slots=True)
+class SloSpec:
+    objectives: tuple[Objective, ...]
+    min_samples: int = 1
+    warmup_s: float = 0.0
+    source: str = "<inline>"
+
+
+def load_spec(path: str | Path) -> SloSpec:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise SloSpecError(f"{p}: cannot read SLO file: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or "invalid YAML"
+        raise SloSpecError(f"{p}: not valid YAML{where}: {problem}") from None
+    return parse_spec(data, str(p))
+
+
+def parse_spec(data: Any, source: str = "<inline>") -> SloSpec:
+    if not isinstance(data, dict):
+        raise SloSpecError(f"{source}: top level must be a mapping with a 'slos' list")
+    unknown = sorted(set(data) - _TOP_LEVEL_KEYS)
+    if unknown:
+        raise SloSpecError(
+            f"{source}: unknown top-level field {unknown[0]!r} (allowed: {', '.join(sorted(_TOP_LEVEL_KEYS))})"
+        )
+    entries = data.get("slos")
+    if not isinstance(entries, list) or not entries:
+        raise SloSpecError(f"{source}: field 'slos': must be a non-empty list of objectives")
+    min_samples = _number(data.get("min_samples", 1), source, "field 'min_samples'", integer=True, low=1)
+    warmup_s = _number(data.get("warmup_s", 0), source, "field 'warmup_s'", low=0)
+    objectives = tuple(_objective(entry, i, source) for i, entry in enumerate(entries))
+    names = [o.name for o in objectives]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SloSpecError(f"{source}: slos: duplicate name {dupes[0]!r}; names must be unique")
+    return SloSpec(objectives, int(min_samples), float(warmup_s), source)
+
+
+def _objective(entry: Any, index: int, source: str) -> Objective:
+    where = f"slos[{index}]"
+    if not isinstance(entry, dict):
+        raise SloSpecError(f"{source}: {where}: must be a mapping, got {type(entry).__name__}")
+    if "name" in entry:
+        where = f"{where} ({entry['name']})"
+    metric = entry.get("metric")
+    if metric not in METRICS:
+        raise SloSpecError(
+            f"{source}: {where}: field 'metric': {metric!r} is not one of {', '.join(METRICS)}"
+        )
+    latency = metric in LATENCY_METRICS
+    allowed = _LATENCY_KEYS if latency else _RATE_KEYS
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        hint = " (latency targets use 'max_ms')" if unknown[0] == "max" and latency else ""
+        raise SloSpecError(
+            f"{source}: {where}: unknown field {unknown[0]!r} for metric {metric!r}{hint}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+    request_class = entry.get("class", ALL_CLASSES)
+    if not isinstance(request_class, str) or not request_class.strip():
+        raise SloSpecError(f"{source}: {where}: field 'class': must be a request class name such as 'shared'")
+
+    if latency:
+        if "percentile" not in entry:
+            raise SloSpecError(f"{source}: {where}: field 'percentile': required for metric {metric!r}")
+        if "max_ms" not in entry:
+            raise SloSpecError(f"{source}: {where}: field 'max_ms': required for metric {metric!r}")
+        pct = _number(entry["percentile"], source, f"{where}: field 'percentile'", low=0, high=100, open_low=True)
+        max_ms = _number(entry["max_ms"], source, f"{where}: field 'max_ms'", low=0, open_low=True)
+        name = entry.get("name") or f"{metric}-p{pct:g}-{request_class}"
+        return Objective(str(name), metric, request_class, percentile=pct, max=max_ms)
+
+    if "max" not in entry and "min" not in entry:
+        raise SloSpecError(f"{source}: {where}: field 'max' or 'min': one is required for metric {metric!r}")
+    high = 1 if metric == "error_rate" else None
+    lo = _number(entry["min"], source, f"{where}: field 'min'", low=0, high=high) if "min" in entry else None
+    hi = _number(entry["max"], source, f"{where}: field 'max'", low=0, high=high) if "max" in entry else None
+    if lo is not None and hi is not None and lo > hi:
+        raise SloSpecError(f"{source}: {where}: field 'min': {lo:g} is greater than max {hi:g}")
+    name = entry.get("name") or f"{metric}-{request_class}"
+    return Objective(str(name), metric, request_class, max=hi, min=lo)
+
+
+def _number(
+    value: Any,
+    source: str,
+    where: str,
+    *,
+    integer: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    open_low: bool = False,
+) -> float:
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int | float) or (integer and not isinstance(value, int)):
+        raise SloSpecError(f"{source}: {where}: must be {kind}, got {value!r}")
+    if low is not None and (value <= low if open_low else value < low):
+        raise SloSpecError(f"{source}: {where}: must be {'>' if open_low else '>='} {low:g}, got {value!r}")
+    if high is not None and value > high:
+        raise SloSpecError(f"{source}: {where}: must be <= {high:g}, got {value!r}")
+    return float(value)
