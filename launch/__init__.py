@@ -1,0 +1,1 @@
+"""Deployments: start vLLM servers (CPU or GPU build) from profiles, wait for health, stop cleanly."""

@@ -18,18 +18,37 @@ API_KEY_ENV_VARS = ("SLOGATE_API_KEY", "OPENAI_API_KEY")
 @events.init_command_line_parser.add_listener
 def _add_arguments(parser: Any) -> None:
     d = WorkloadConfig()
-    parser.add_argument("--shared-prefixes", type=int, default=d.shared_prefixes, help="How many distinct shared system prompts")
-    parser.add_argument("--shared-prefix-tokens", type=int, default=d.shared_prefix_tokens, help="Tokens in each shared prefix")
-    parser.add_argument("--shared-fraction", type=float, default=d.shared_fraction, help="Fraction of requests with a shared prefix")
-    parser.add_argument("--unique-prefix-tokens", type=int, default=-1, help="Tokens in a unique prefix (-1: same as shared)")
-    parser.add_argument("--user-message-tokens", type=int, default=d.user_message_tokens, help="Tokens in each user message")
+    parser.add_argument(
+        "--shared-prefixes", type=int, default=d.shared_prefixes, help="How many distinct shared system prompts"
+    )
+    parser.add_argument(
+        "--shared-prefix-tokens", type=int, default=d.shared_prefix_tokens, help="Tokens in each shared prefix"
+    )
+    parser.add_argument(
+        "--shared-fraction", type=float, default=d.shared_fraction, help="Fraction of requests with a shared prefix"
+    )
+    parser.add_argument(
+        "--unique-prefix-tokens", type=int, default=-1, help="Tokens in a unique prefix (-1: same as shared)"
+    )
+    parser.add_argument(
+        "--user-message-tokens", type=int, default=d.user_message_tokens, help="Tokens in each user message"
+    )
     parser.add_argument("--max-tokens", type=int, default=d.max_tokens, help="max_tokens per request")
     parser.add_argument("--temperature", type=float, default=d.temperature, help="Sampling temperature")
     parser.add_argument("--model", type=str, default="", help="Model name (default: first id from /v1/models)")
     parser.add_argument("--seed", type=int, default=d.seed, help="Seed for prompts: same seed, same prompts")
-    parser.add_argument("--ignore-eos", action="store_true", help="Send ignore_eos (vLLM): every answer is max_tokens long")
-    parser.add_argument("--request-timeout", type=float, default=d.request_timeout_s, help="Seconds without a byte before a request fails")
-    parser.add_argument("--no-prime-prefixes", action="store_true", help="Do not send each shared prefix once before measuring")
+    parser.add_argument(
+        "--ignore-eos", action="store_true", help="Send ignore_eos (vLLM): every answer is max_tokens long"
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=d.request_timeout_s,
+        help="Seconds without a byte before a request fails",
+    )
+    parser.add_argument(
+        "--no-prime-prefixes", action="store_true", help="Do not send each shared prefix once before measuring"
+    )
 
 
 def config_from_options(opts: Any) -> WorkloadConfig:

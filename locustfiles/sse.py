@@ -76,10 +76,7 @@ def apply_chat_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
     if choices:
         delta = choices[0].get("delta")
         if delta and (
-            delta.get("content")
-            or delta.get("reasoning_content")
-            or delta.get("reasoning")
-            or delta.get("tool_calls")
+            delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls")
         ):
             timer.token(now)
     elif "error" in obj:

@@ -8,6 +8,7 @@ it costs several times more CPU per chunk (see the README).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -92,7 +93,11 @@ class ChatStreamUser(_ChatUser):
         try:
             if resp.status_code != 200:
                 detail = resp.read(300).decode("utf-8", "replace")
-                return timer.fail(http_error_kind(resp.status_code), f"HTTP {resp.status_code}: {_one_line(detail)}", time.perf_counter())
+                return timer.fail(
+                    http_error_kind(resp.status_code),
+                    f"HTTP {resp.status_code}: {_one_line(detail)}",
+                    time.perf_counter(),
+                )
             parser = SseParser()
             readline = resp.readline
             perf = time.perf_counter
@@ -118,13 +123,11 @@ class ChatStreamUser(_ChatUser):
 
 def _drain(resp: Any) -> None:
     """Read the rest of the body (the chunked terminator) so the connection can be kept alive."""
-    try:
+    # On failure release() closes the connection instead; the record is complete either way.
+    with contextlib.suppress(OSError, HTTPParseError):
         resp.read()
-    except (OSError, HTTPParseError):
-        pass  # the connection is then closed by release(); the record is already complete
 
 
 def _one_line(value: Any) -> str:
     text = " ".join(str(value).split())
     return text[:200] or type(value).__name__
-

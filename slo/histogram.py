@@ -84,6 +84,5 @@ class LatencyHistogram:
     def values_and_counts_ms(self) -> list[tuple[float, int]]:
         """Each distinct recorded value (ms) with its count, for charts and resampling."""
         return [
-            (item.value_iterated_to / 1000, item.count_at_value_iterated_to)
-            for item in self._h.get_recorded_iterator()
+            (item.value_iterated_to / 1000, item.count_at_value_iterated_to) for item in self._h.get_recorded_iterator()
         ]

@@ -116,7 +116,11 @@ class Gate:
             problems.append(f"target unreachable: all {total.requests} requests failed to connect")
         spec = self.effective_spec()
         verdict = evaluate(spec, metrics, problems) if spec else None
-        extra = None if verdict else {"verdict": "ungated", "exit_code": None, "reasons": problems or ["no --slo-file: nothing was gated"]}
+        extra = (
+            None
+            if verdict
+            else {"verdict": "ungated", "exit_code": None, "reasons": problems or ["no --slo-file: nothing was gated"]}
+        )
         report = build_report(verdict, metrics, run=self.run_info(), extra=extra)
         return verdict, report
 
@@ -157,13 +161,22 @@ def _iso(ts: float | None) -> str | None:
 def _add_arguments(parser: Any) -> None:
     parser.add_argument("--slo-file", type=str, default="", help="YAML file of SLOs to gate the run on (slogate)")
     parser.add_argument(
-        "--slo-report-dir", type=str, default="slogate-report", help="Where slo-report.json, slo-junit.xml and slo-summary.md go"
+        "--slo-report-dir",
+        type=str,
+        default="slogate-report",
+        help="Where slo-report.json, slo-junit.xml and slo-summary.md go",
     )
     parser.add_argument(
-        "--slo-warmup-s", type=float, default=None, help="Seconds at the start not judged (overrides warmup_s in the SLO file)"
+        "--slo-warmup-s",
+        type=float,
+        default=None,
+        help="Seconds at the start not judged (overrides warmup_s in the SLO file)",
     )
     parser.add_argument(
-        "--slo-min-samples", type=int, default=None, help="Samples needed per SLO (overrides min_samples in the SLO file)"
+        "--slo-min-samples",
+        type=int,
+        default=None,
+        help="Samples needed per SLO (overrides min_samples in the SLO file)",
     )
 
 
@@ -177,7 +190,9 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     except SloSpecError as e:
         _usage_error(gate, str(e))
     if gate.is_master:
-        runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: _merge_from_worker(gate, msg.node_id, msg.data))
+        runner.register_message(
+            FLUSH_MESSAGE, lambda environment, msg, **_: _merge_from_worker(gate, msg.node_id, msg.data)
+        )
     else:
         environment.events.request.add_listener(gate.listener.on_request)
 
@@ -187,7 +202,13 @@ def _usage_error(gate: Gate, message: str) -> None:
     sys.stderr.write(f"slogate: error: {message}\n")
     report_dir = getattr(gate.options, "slo_report_dir", None)
     if report_dir:
-        report = build_report(None, MetricsStore(), run={"target": public_url(gate.environment.host)}, error=message, exit_code=exitcodes.USAGE)
+        report = build_report(
+            None,
+            MetricsStore(),
+            run={"target": public_url(gate.environment.host)},
+            error=message,
+            exit_code=exitcodes.USAGE,
+        )
         write_reports(report, report_dir)
     sys.exit(exitcodes.USAGE)
 
@@ -228,7 +249,9 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.
-        environment.runner.send_message(FLUSH_MESSAGE, {"metrics": gate.listener.take().to_wire(), "model": gate.model, "workload": gate.workload})
+        environment.runner.send_message(
+            FLUSH_MESSAGE, {"metrics": gate.listener.take().to_wire(), "model": gate.model, "workload": gate.workload}
+        )
 
 
 @events.worker_report.add_listener

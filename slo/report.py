@@ -64,7 +64,9 @@ def build_report(
                 "metric": o.metric,
                 "class": o.request_class,
                 "percentile": o.percentile,
-                "target": {k: v for k, v in (("max_ms" if o.is_latency else "max", o.max), ("min", o.min)) if v is not None},
+                "target": {
+                    k: v for k, v in (("max_ms" if o.is_latency else "max", o.max), ("min", o.min)) if v is not None
+                },
                 "objective": o.describe(),
                 "observed": None if r.observed is None else round(r.observed, 6),
                 "unit": "ms" if o.is_latency else "",
@@ -94,7 +96,7 @@ def write_reports(report: dict[str, Any], out_dir: str | Path) -> dict[str, Path
 
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
-        return "–"
+        return "-"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
@@ -112,7 +114,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report["slos"]:
         lines += ["", "| SLO | objective | observed | samples | result |", "|---|---|---|---|---|"]
         for s in report["slos"]:
-            observed = _fmt(s["observed"], 1 if s["unit"] == "ms" else 4) + (" ms" if s["unit"] and s["observed"] is not None else "")
+            observed = _fmt(s["observed"], 1 if s["unit"] == "ms" else 4) + (
+                " ms" if s["unit"] and s["observed"] is not None else ""
+            )
             result = s["result"].upper() if s["result"] == FAIL else s["result"]
             lines.append(f"| {s['name']} | {s['objective']} | {observed} | {s['samples']} | {result} |")
     metrics = report.get("metrics") or {}

@@ -119,9 +119,7 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
         where = f"{where} ({entry['name']})"
     metric = entry.get("metric")
     if metric not in METRICS:
-        raise SloSpecError(
-            f"{source}: {where}: field 'metric': {metric!r} is not one of {', '.join(METRICS)}"
-        )
+        raise SloSpecError(f"{source}: {where}: field 'metric': {metric!r} is not one of {', '.join(METRICS)}")
     latency = metric in LATENCY_METRICS
     allowed = _LATENCY_KEYS if latency else _RATE_KEYS
     unknown = sorted(set(entry) - allowed)

