@@ -1,0 +1,158 @@
+"""A small OpenAI-style streaming server with scripted behaviour, for error paths and TTFT truth.
+
+Not a stand-in for vLLM (the end-to-end tests use the real server): it exists to produce what
+vLLM rarely does on demand: HTTP 429/500, a stream cut mid-way, a stall, an error event, and
+a role-only first chunk followed by content after an exact delay.
+
+The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttft_ms=150,tokens=5`:
+
+    status=500        answer with this HTTP status and a JSON error body
+    ttft_ms=150       delay before the first content chunk
+    role_first=1      send the role-only chunk at once, before the delay
+    tokens=5          content chunks to send;  itl_ms=10  the gap between them
+    cut_after=3       close the connection after N content chunks (no [DONE])
+    stall_after=2     stop sending (keep the connection open) after N content chunks
+    error_after=2     send an error event after N content chunks, then [DONE]
+    usage=0           leave out the usage chunk
+
+Run: python tests/fault_server.py [--port N]; it prints `PORT <n>` when listening.
+Each answered request is logged as one JSON line to --log (the ground truth: when the request
+arrived and when its first content chunk was written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+DEFAULTS = {"status": 200, "ttft_ms": 0.0, "role_first": 1, "tokens": 5, "itl_ms": 0.0, "usage": 1}
+
+
+def parse_behaviour(model: str) -> dict[str, float]:
+    b: dict[str, float] = dict(DEFAULTS)
+    for part in filter(None, (model or "").split(",")):
+        if "=" in part:
+            key, value = part.split("=", 1)
+            b[key.strip()] = float(value)
+    return b
+
+
+def chunk(obj: dict | str) -> bytes:
+    text = obj if isinstance(obj, str) else json.dumps(obj)
+    data = f"data: {text}\n\n".encode()
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def delta(content: str | None = None, role: str | None = None) -> dict:
+    d: dict = {}
+    if role:
+        d["role"] = role
+    if content is not None:
+        d["content"] = content
+    return {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
+
+
+class Server:
+    def __init__(self, log_path: str | None) -> None:
+        self.log = open(log_path, "a") if log_path else None  # noqa: SIM115 (lives as long as the server)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                arrived = time.time()
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                body = await reader.readexactly(int(headers.get("content-length", 0)))
+                keep = await self.route(method, path, body, writer, arrived)
+                if not keep:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def json_response(self, writer: asyncio.StreamWriter, status: int, obj: object) -> bool:
+        data = json.dumps(obj).encode()
+        writer.write(
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        await writer.drain()
+        return True
+
+    async def route(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter, arrived: float) -> bool:
+        if path == "/health":
+            return await self.json_response(writer, 200, {})
+        if path == "/v1/models":
+            return await self.json_response(writer, 200, {"object": "list", "data": [{"id": "default"}]})
+        req = json.loads(body or b"{}")
+        if path == "/tokenize":
+            return await self.json_response(writer, 200, {"count": len(req.get("prompt", "").split())})
+        if path != "/v1/chat/completions":
+            return await self.json_response(writer, 404, {"error": "not found"})
+        b = parse_behaviour(req.get("model", ""))
+        if int(b["status"]) != 200:
+            return await self.json_response(writer, int(b["status"]), {"error": {"message": "injected failure"}})
+        if not req.get("stream"):
+            return await self.json_response(writer, 200, {"choices": [{"message": {"content": "x"}}]})
+        return await self.stream(writer, b, arrived)
+
+    async def stream(self, writer: asyncio.StreamWriter, b: dict[str, float], arrived: float) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        if b["role_first"]:
+            writer.write(chunk(delta("", role="assistant")))
+        await writer.drain()
+        await asyncio.sleep(b["ttft_ms"] / 1000)
+        first_content_at = None
+        for i in range(int(b["tokens"])):
+            if i and b["itl_ms"]:
+                await asyncio.sleep(b["itl_ms"] / 1000)
+            if "cut_after" in b and i == int(b["cut_after"]):
+                self.record(arrived, first_content_at, "cut")
+                return False  # close without [DONE] or the chunked terminator
+            if "stall_after" in b and i == int(b["stall_after"]):
+                await asyncio.sleep(3600)
+            if "error_after" in b and i == int(b["error_after"]):
+                writer.write(chunk({"error": {"message": "injected stream error", "code": 500}}))
+                break
+            writer.write(chunk(delta(f" tok{i}")))
+            await writer.drain()
+            if first_content_at is None:
+                first_content_at = time.time()
+        writer.write(chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
+        if b["usage"]:
+            n = int(b["tokens"])
+            writer.write(chunk({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}}))
+        writer.write(chunk("[DONE]") + b"0\r\n\r\n")
+        await writer.drain()
+        self.record(arrived, first_content_at, "ok")
+        return True
+
+    def record(self, arrived: float, first_content_at: float | None, outcome: str) -> None:
+        if self.log:
+            self.log.write(json.dumps({"arrived": arrived, "first_content_at": first_content_at, "outcome": outcome}) + "\n")
+            self.log.flush()
+
+
+async def main(port: int, log_path: str | None) -> None:
+    server = Server(log_path)
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", port)
+    print(f"PORT {srv.sockets[0].getsockname()[1]}", flush=True)
+    async with srv:
+        await srv.serve_forever()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--log")
+    a = ap.parse_args()
+    try:
+        asyncio.run(main(a.port, a.log))
+    except KeyboardInterrupt:
+        sys.exit(0)
