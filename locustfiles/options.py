@@ -3,6 +3,7 @@ workload built from them. Secrets are never options: the API key comes from the 
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -12,6 +13,7 @@ from locust import events
 from locustfiles import server
 from locustfiles.workload import Workload, WorkloadConfig
 
+log = logging.getLogger("slogate.workload")
 API_KEY_ENV_VARS = ("SLOGATE_API_KEY", "OPENAI_API_KEY")
 
 
@@ -97,6 +99,9 @@ def workload_for(environment: Any) -> Workload:
             host, headers = environment.host.rstrip("/"), auth_headers()
             workload = Workload.prepare(config, host, headers)
             if config.prime_prefixes:
-                server.prime(host, headers, workload.priming_requests(), config.request_timeout_s)
+                try:
+                    server.prime(host, headers, workload.priming_requests(), config.request_timeout_s)
+                except server.TargetError as e:  # best effort: the measured requests will show the failure
+                    log.warning("slogate: priming the shared prefixes failed: %s", e)
             _prepared[key] = workload
     return workload

@@ -47,6 +47,7 @@ class _ChatUser(User):
             abort_run(self.environment, f"target unreachable: {e}")
             raise gevent.GreenletExit from None
         note_workload(self.environment, self.workload.model, self.workload.config.describe())
+        self.base_url = (self.host or self.environment.host).rstrip("/")
         worker = getattr(self.environment.runner, "worker_index", 0)
         self.rng = random.Random(f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}")
 
@@ -56,7 +57,11 @@ class ChatStreamUser(_ChatUser):
 
     def on_start(self) -> None:
         super().on_start()
-        url = urlsplit(self.host)
+        self.connect()
+
+    def connect(self) -> None:
+        """(Re)create the HTTP client for `base_url`."""
+        url = urlsplit(self.base_url)
         timeout = self.workload.config.request_timeout_s
         self.http = HTTPClient(
             url.hostname,

@@ -3,7 +3,8 @@
 Three significant digits keep every recorded value within 0.1% of the truth from 1 us to one
 hour, so a p95 of 200 ms is reported as 200.0 +- 0.2 ms (Locust's own buckets are 10 ms wide
 there). A percentile is the highest value equivalent to the recorded one, so a figure is never
-under-reported, and over-reported by at most 0.1%. Histograms from several processes or machines merge exactly with `merge`.
+under-reported, and over-reported by at most 0.1%. Histograms from several processes or machines
+merge exactly with `merge`.
 """
 
 from __future__ import annotations

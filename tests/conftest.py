@@ -25,9 +25,7 @@ FAULT_SERVER = Path(__file__).parent / "fault_server.py"
 @pytest.fixture(scope="session")
 def fault_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("fault") / "requests.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, str(FAULT_SERVER), "--log", str(log)], stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([sys.executable, str(FAULT_SERVER), "--log", str(log)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("PORT "), f"fault server did not start: {line!r}"

@@ -127,7 +127,9 @@ class Server:
         writer.write(chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
         if b["usage"]:
             n = int(b["tokens"])
-            writer.write(chunk({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}}))
+            writer.write(
+                chunk({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}})
+            )
         writer.write(chunk("[DONE]") + b"0\r\n\r\n")
         await writer.drain()
         self.record(arrived, first_content_at, "ok")
@@ -135,7 +137,9 @@ class Server:
 
     def record(self, arrived: float, first_content_at: float | None, outcome: str) -> None:
         if self.log:
-            self.log.write(json.dumps({"arrived": arrived, "first_content_at": first_content_at, "outcome": outcome}) + "\n")
+            self.log.write(
+                json.dumps({"arrived": arrived, "first_content_at": first_content_at, "outcome": outcome}) + "\n"
+            )
             self.log.flush()
 
 

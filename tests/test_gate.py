@@ -51,14 +51,25 @@ def test_a_valid_file_parses_into_typed_objectives(tmp_path: Path) -> None:
         ({"slos": [{"name": "a", "metric": "ttfb", "max_ms": 1}]}, "slos[0] (a): field 'metric': 'ttfb' is not one of"),
         ({"slos": [{"metric": "ttft", "percentile": 150, "max_ms": 200}]}, "field 'percentile': must be <= 100"),
         ({"slos": [{"metric": "ttft", "percentile": "p95", "max_ms": 200}]}, "field 'percentile': must be a number"),
-        ({"slos": [{"metric": "ttft", "percentile": 95, "max": 200}]}, "unknown field 'max' for metric 'ttft' (latency"),
+        (
+            {"slos": [{"metric": "ttft", "percentile": 95, "max": 200}]},
+            "unknown field 'max' for metric 'ttft' (latency",
+        ),
         ({"slos": [{"metric": "error_rate", "max": 2}]}, "slos[0]: field 'max': must be <= 1"),
         ({"slos": [{"metric": "error_rate"}]}, "field 'max' or 'min': one is required"),
         ({"slos": []}, "field 'slos': must be a non-empty list"),
-        ({"slos": [{"metric": "e2e", "percentile": 50, "max_ms": 9}], "min_samples": 0}, "field 'min_samples': must be >= 1"),
+        (
+            {"slos": [{"metric": "e2e", "percentile": 50, "max_ms": 9}], "min_samples": 0},
+            "field 'min_samples': must be >= 1",
+        ),
         ({"slo": []}, "unknown top-level field 'slo'"),
         (
-            {"slos": [{"name": "x", "metric": "e2e", "percentile": 50, "max_ms": 9}, {"name": "x", "metric": "error_rate", "max": 0}]},
+            {
+                "slos": [
+                    {"name": "x", "metric": "e2e", "percentile": 50, "max_ms": 9},
+                    {"name": "x", "metric": "error_rate", "max": 0},
+                ]
+            },
             "duplicate name 'x'",
         ),
     ],

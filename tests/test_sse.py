@@ -16,7 +16,10 @@ def event(obj: object) -> bytes:
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
 EMPTY = {"choices": [{"index": 0, "delta": {"content": ""}}]}
 FINISH = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
-USAGE = {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 8}}}
+USAGE = {
+    "choices": [],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 8}},
+}
 
 
 def content(text: str) -> dict:
@@ -42,7 +45,7 @@ def test_several_events_in_one_read_come_out_in_order() -> None:
 
 def test_crlf_comments_and_multiline_data() -> None:
     p = SseParser()
-    out = p.feed(b": keep-alive\r\n\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nevent: x\nid: 3\ndata:[DONE]\n\n")
+    out = p.feed(b': keep-alive\r\n\r\ndata: {"a":\r\ndata: 1}\r\n\r\nevent: x\nid: 3\ndata:[DONE]\n\n')
     assert out == [b'{"a":\n1}', b"[DONE]"]
 
 
@@ -56,7 +59,15 @@ def feed_all(chunks: list[bytes], times: list[float]) -> tuple[StreamTimer, bool
 
 
 def test_role_only_and_empty_deltas_do_not_stop_the_ttft_clock() -> None:
-    chunks = [event(ROLE), event(EMPTY), event(content("x")), event(content("y")), event(FINISH), event(USAGE), event(b"[DONE]")]
+    chunks = [
+        event(ROLE),
+        event(EMPTY),
+        event(content("x")),
+        event(content("y")),
+        event(FINISH),
+        event(USAGE),
+        event(b"[DONE]"),
+    ]
     timer, done = feed_all(chunks, [0.001, 0.050, 0.150, 0.160, 0.161, 0.162, 0.163])
     assert done
     rec = timer.finish(0.163)

@@ -1,0 +1,106 @@
+"""The streaming users against the fault server: TTFT truth, and every failure counted by kind."""
+
+from typing import Any
+
+import pytest
+from locust.argument_parser import parse_options
+from locust.env import Environment
+from locust.event import Events
+
+import locustfiles.options  # noqa: F401  (registers the workload options)
+from launch.server import free_port
+from locustfiles.users import ChatStreamUser
+from locustfiles.users_openai import OpenAIChatUser
+from slo.listener import RECORD_KEY
+from slo.record import ErrorKind, RequestRecord
+
+USERS = [ChatStreamUser, OpenAIChatUser]
+
+
+class Harness:
+    """One user in a fresh Environment; `call(n)` runs its task n times and returns the records."""
+
+    def __init__(self, user_class: type, host: str, model: str, *extra: str) -> None:
+        opts = parse_options(["--model", model, "--no-prime-prefixes", "--shared-prefix-tokens", "20", *extra])
+        self.env = Environment(user_classes=[user_class], events=Events(), host=host, parsed_options=opts)
+        self.records: list[RequestRecord] = []
+        self.locust_events: list[dict[str, Any]] = []
+        self.env.events.request.add_listener(self._on_request)
+        self.user = user_class(self.env)
+        self.user.on_start()
+
+    def _on_request(self, **kw: Any) -> None:
+        self.locust_events.append(kw)
+        if RECORD_KEY in kw["context"]:
+            self.records.append(kw["context"][RECORD_KEY])
+
+    def call(self, n: int = 1) -> list[RequestRecord]:
+        for _ in range(n):
+            self.user.chat()
+        return self.records
+
+
+@pytest.mark.parametrize("user_class", USERS)
+def test_ttft_is_the_first_content_chunk_not_the_role_chunk(fault_server: str, user_class: type) -> None:
+    records = Harness(user_class, fault_server, "role_first=1,ttft_ms=150,tokens=4,itl_ms=5").call(6)
+    # The true delay is 150 ms and the role chunk came at ~0 ms. The first request of a user may
+    # also pay for connecting (and the SDK's lazy imports), so the upper bound skips it.
+    assert all(rec.ttft_us >= 150_000 for rec in records)
+    assert all(rec.ttft_us < 185_000 for rec in records[1:])
+    for rec in records:
+        assert rec.ok, rec.error_message
+        assert rec.completion_tokens == 4 and len(rec.itl_us) == 3
+        assert all(4_000 <= gap < 40_000 for gap in rec.itl_us)
+
+
+def test_locust_stats_get_ttft_and_e2e_entries_per_class(fault_server: str) -> None:
+    h = Harness(ChatStreamUser, fault_server, "ttft_ms=20,tokens=3")
+    h.call(6)
+    names = {(e["request_type"], e["name"]) for e in h.locust_events}
+    assert names <= {("TTFT", "shared"), ("TTFT", "unique"), ("E2E", "shared"), ("E2E", "unique")}
+    assert ("TTFT", h.records[0].request_class) in names
+    ttft_events = [e for e in h.locust_events if e["request_type"] == "TTFT"]
+    assert len(ttft_events) == 6 and all(e["response_time"] >= 20 for e in ttft_events)
+
+
+FAULTS = [
+    ("status=500", ErrorKind.HTTP_5XX),
+    ("status=429", ErrorKind.HTTP_429),
+    ("status=404", ErrorKind.HTTP_4XX),
+    ("tokens=5,cut_after=2", ErrorKind.TRUNCATED),
+    ("tokens=5,error_after=2", ErrorKind.STREAM_ERROR),
+    ("tokens=5,stall_after=1", ErrorKind.TIMEOUT),
+    ("tokens=0", ErrorKind.NO_CONTENT),
+]
+
+
+@pytest.mark.parametrize("user_class", USERS)
+@pytest.mark.parametrize(("model", "kind"), FAULTS)
+def test_faults_are_counted_by_kind_without_crash_or_loss(
+    fault_server: str, user_class: type, model: str, kind: ErrorKind
+) -> None:
+    h = Harness(user_class, fault_server, model, "--request-timeout", "0.5")
+    records = h.call(3)
+    assert len(records) == 3  # one record per request: nothing lost
+    assert [r.error_kind for r in records] == [kind] * 3
+    failed = [e for e in h.locust_events if e["exception"] is not None]
+    assert len(failed) == 3 and str(kind) in str(failed[0]["exception"])
+
+
+@pytest.mark.parametrize("user_class", USERS)
+def test_connection_refused_is_a_connect_failure(fault_server: str, user_class: type) -> None:
+    h = Harness(user_class, fault_server, "tokens=2")
+    dead = f"http://127.0.0.1:{free_port()}"
+    h.user.base_url = dead
+    h.user.connect()
+    records = h.call(2)
+    assert [r.error_kind for r in records] == [ErrorKind.CONNECT] * 2
+
+
+def test_a_request_after_a_cut_stream_uses_a_fresh_connection(fault_server: str) -> None:
+    h = Harness(ChatStreamUser, fault_server, "tokens=5,cut_after=2")
+    h.call(1)
+    h.user.workload = type(h.user.workload)(
+        h.user.workload.config.__class__(model="tokens=2", shared_prefix_tokens=20), "tokens=2", 1.0
+    )
+    assert h.call(1)[-1].ok

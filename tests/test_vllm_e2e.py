@@ -1,0 +1,44 @@
+"""End to end against the real vLLM CPU server (tiny generated model): shared prefixes are
+served from the prefix cache, so their TTFT is lower than that of unique prefixes."""
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+
+def test_headless_run_shows_the_prefix_cache_effect_per_class(vllm_server: str, locust_run, tmp_path) -> None:
+    slo = tmp_path / "slo.yaml"
+    slo.write_text(
+        "slos:\n  - {metric: ttft, percentile: 95, max_ms: 5000}\n  - {metric: error_rate, max: 0}\n"
+        "min_samples: 10\nwarmup_s: 1\n"
+    )
+    run = locust_run(
+        vllm_server,
+        "-u", "1", "-r", "1", "-t", "25s", "--slo-file", str(slo),
+        "--shared-prefixes", "2", "--shared-prefix-tokens", "2000", "--user-message-tokens", "32",
+        "--max-tokens", "8", "--ignore-eos", "--seed", "3",
+    )  # fmt: skip
+    assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = run.report
+    shared, unique = report["metrics"]["shared"], report["metrics"]["unique"]
+    assert shared["ttft_ms"]["count"] >= 10 and unique["ttft_ms"]["count"] >= 10
+    assert shared["ttft_ms"]["p50"] < unique["ttft_ms"]["p50"]
+    # Lengths are calibrated in the server's own tokens and reported from `usage`.
+    assert 1800 <= shared["mean_prompt_tokens"] <= 2300 and 1800 <= unique["mean_prompt_tokens"] <= 2300
+    assert shared["mean_output_tokens"] == 8.0
+    assert report["run"]["model"] == "tiny"
+    assert report["metrics"]["all"]["errors_by_kind"] == {}
+
+
+def test_openai_sdk_user_measures_the_same_server(vllm_server: str, tmp_path, locust_run) -> None:
+    run = locust_run(
+        vllm_server,
+        "-f", str(Path(__file__).parent.parent / "locustfiles" / "chat_openai.py"), "-u", "1", "-t", "8s",
+        "--shared-prefix-tokens", "500", "--max-tokens", "4", "--ignore-eos",
+    )  # fmt: skip
+    report = run.report
+    assert report["verdict"] == "ungated"
+    assert report["metrics"]["all"]["requests"] >= 5 and report["metrics"]["all"]["failures"] == 0
+    assert report["metrics"]["all"]["mean_output_tokens"] == 4.0
