@@ -64,7 +64,7 @@ def test_extends_cycles_are_refused(tmp_path: Path) -> None:
 
 
 def test_unknown_profile_lists_the_builtins() -> None:
-    with pytest.raises(ProfileError, match="built-in: .*cpu-demo"):
+    with pytest.raises(ProfileError, match=r"built-in: .*cpu-demo"):
         load_profile("no-such-profile")
 
 
@@ -99,7 +99,9 @@ STUBBORN = (
 
 
 def test_stop_kills_the_whole_group_after_the_grace_period(tmp_path: Path) -> None:
-    server = ServerProcess([sys.executable, "-c", STUBBORN], host="127.0.0.1", port=free_port(), log_path=tmp_path / "log")
+    server = ServerProcess(
+        [sys.executable, "-c", STUBBORN], host="127.0.0.1", port=free_port(), log_path=tmp_path / "log"
+    )
     server.start()
     time.sleep(0.5)
     assert server.proc is not None
@@ -140,7 +142,7 @@ def test_real_vllm_that_fails_at_startup_leaves_no_orphans(tmp_path: Path) -> No
     profile = load_profile("cpu-tiny")
     try:
         install = launcher.locate_vllm(profile, install=False)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
             raise
         pytest.skip(str(e))

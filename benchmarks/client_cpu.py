@@ -1,0 +1,78 @@
+"""CPU cost per streamed chunk of slogate's two users, measured side by side in one run.
+
+Each user streams REQUESTS responses of TOKENS chunks from the local fault server (a separate
+process, so only the client's CPU is counted) as fast as the server sends them. Rounds alternate
+the users, and the medians over rounds are reported with their ratio.
+
+    .venv/bin/python benchmarks/client_cpu.py [--rounds 5] [--requests 40] [--tokens 500]
+"""
+
+from __future__ import annotations
+
+import locust  # noqa: F401  isort: skip  (gevent monkey-patching first)
+
+import argparse
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from locust.argument_parser import parse_options
+from locust.env import Environment
+from locust.event import Events
+
+import locustfiles.options  # noqa: F401
+from locustfiles.users import ChatStreamUser
+from locustfiles.users_openai import OpenAIChatUser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_us_per_chunk(user_class: type, host: str, requests: int, tokens: int) -> float:
+    opts = parse_options(
+        ["--model", f"tokens={tokens},ttft_ms=0", "--no-prime-prefixes", "--shared-prefix-tokens", "20"]
+    )
+    env = Environment(user_classes=[user_class], events=Events(), host=host, parsed_options=opts)
+    user = user_class(env)
+    user.on_start()
+    user.chat()  # warm: connection, lazy imports
+    start = time.process_time()
+    for _ in range(requests):
+        user.chat()
+    spent = time.process_time() - start
+    user.on_stop()
+    return spent / (requests * tokens) * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--requests", type=int, default=40)
+    ap.add_argument("--tokens", type=int, default=500)
+    a = ap.parse_args()
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "fault_server.py")], stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout is not None
+    host = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    results: dict[str, list[float]] = {"ChatStreamUser": [], "OpenAIChatUser": []}
+    try:
+        for _ in range(a.rounds):
+            for cls in (ChatStreamUser, OpenAIChatUser):
+                results[cls.__name__].append(cpu_us_per_chunk(cls, host, a.requests, a.tokens))
+    finally:
+        server.terminate()
+    raw, sdk = (statistics.median(results[k]) for k in ("ChatStreamUser", "OpenAIChatUser"))
+    print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}")
+    print(f"{a.rounds} rounds x {a.requests} requests x {a.tokens} chunks per user\n")
+    print("| user | client CPU per chunk (median) | chunks/s one core can parse |")
+    print("|---|---|---|")
+    print(f"| ChatStreamUser (raw SSE) | {raw:.1f} us | {1e6 / raw:,.0f} |")
+    print(f"| OpenAIChatUser (openai SDK) | {sdk:.1f} us | {1e6 / sdk:,.0f} |")
+    print(f"\nSDK / raw CPU ratio: {sdk / raw:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
