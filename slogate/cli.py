@@ -22,6 +22,7 @@ from launch import launcher
 from launch.installation import InstallError, ensure_cpu_vllm
 from launch.profile import ProfileError, load_profile
 from launch.server import ServerProcess, ServerStartError
+from launch.validate import ProfileInvalid, validate
 from slo import exitcodes
 
 SETUP_FAILED = 4  # vLLM could not be installed or the model not made: nothing was measured
@@ -57,8 +58,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _start_profile(name: str, host: str, port: int, install: bool) -> ServerProcess:
     profile = load_profile(name)
     vllm = launcher.locate_vllm(profile, install=install)
+    version = validate(vllm, profile)
     launch_plan = launcher.plan(profile, vllm, host, port)
-    _say(f"starting {profile.name} ({vllm.build} build): {launch_plan.shell()}")
+    _say(f"starting {profile.name} (vLLM {version}, {vllm.build} build): {launch_plan.shell()}")
     server = launcher.start(launch_plan)
     _say(f"waiting for {server.url}/health (up to {profile.health_timeout_s:.0f} s; log {server.log_path})")
     took = server.wait_healthy(profile.health_timeout_s)
@@ -70,7 +72,7 @@ def _guarded(run) -> int:  # type: ignore[no-untyped-def]
     """Run `run()` turning known failures into one-line errors and distinct exit codes."""
     try:
         return run()
-    except ProfileError as e:
+    except (ProfileError, ProfileInvalid) as e:
         return _fail(str(e), exitcodes.USAGE)
     except InstallError as e:
         return _fail(str(e), SETUP_FAILED)
@@ -92,6 +94,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         if args.dry_run:
             profile = load_profile(args.profile)
             vllm = launcher.locate_vllm(profile, install=False)
+            validate(vllm, profile)
             launch_plan = launcher.plan(profile, vllm, args.host, args.port)
             print(launch_plan.shell())
             return 0

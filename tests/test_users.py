@@ -1,5 +1,6 @@
 """The streaming users against the fault server: TTFT truth, and every failure counted by kind."""
 
+import statistics
 from typing import Any
 
 import pytest
@@ -43,10 +44,10 @@ class Harness:
 @pytest.mark.parametrize("user_class", USERS)
 def test_ttft_is_the_first_content_chunk_not_the_role_chunk(fault_server: str, user_class: type) -> None:
     records = Harness(user_class, fault_server, "role_first=1,ttft_ms=150,tokens=4,itl_ms=5").call(6)
-    # The true delay is 150 ms and the role chunk came at ~0 ms. The first request of a user may
-    # also pay for connecting (and the SDK's lazy imports), so the upper bound skips it.
+    # The true delay is 150 ms and the role chunk came at ~0 ms: nothing may be below 150 ms. The
+    # upper side only has to rule out gross errors (a busy shared machine delays a few events).
     assert all(rec.ttft_us >= 150_000 for rec in records)
-    assert all(rec.ttft_us < 185_000 for rec in records[1:])
+    assert statistics.median(rec.ttft_us for rec in records) < 200_000
     for rec in records:
         assert rec.ok, rec.error_message
         assert rec.completion_tokens == 4 and len(rec.itl_us) == 3
