@@ -55,6 +55,14 @@ def build_report(
         "slos": [],
         "metrics": metrics.summary() if not metrics.is_empty else {},
         "warmup_excluded_requests": metrics.warmup_excluded,
+        # The raw distributions (HdrHistogram's standard base64 encoding, microseconds), so a report
+        # can be re-judged, charted or compared later without the run.
+        "histograms": {
+            name: {m: h.encode() for m, h in metrics.get(name).latency.items() if h.count}
+            for name in metrics.class_names()
+        }
+        if not metrics.is_empty
+        else {},
     }
     for r in verdict.results if verdict else []:
         o = r.objective

@@ -10,6 +10,7 @@ slogate setup-cpu
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 import locustfiles
 import slo
 from launch import launcher
+from launch.compare import run_comparison
 from launch.installation import InstallError, ensure_cpu_vllm
 from launch.profile import ProfileError, load_profile
 from launch.server import ServerProcess, ServerStartError
@@ -55,12 +57,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return subprocess.call(argv)
 
 
-def _start_profile(name: str, host: str, port: int, install: bool) -> ServerProcess:
+def _start_profile(name: str, host: str, port: int, install: bool, check: bool = True) -> ServerProcess:
     profile = load_profile(name)
     vllm = launcher.locate_vllm(profile, install=install)
-    version = validate(vllm, profile)
+    if check:
+        validate(vllm, profile)
     launch_plan = launcher.plan(profile, vllm, host, port)
-    _say(f"starting {profile.name} (vLLM {version}, {vllm.build} build): {launch_plan.shell()}")
+    _say(f"starting {profile.name} ({vllm.build} build): {launch_plan.shell()}")
     server = launcher.start(launch_plan)
     _say(f"waiting for {server.url}/health (up to {profile.health_timeout_s:.0f} s; log {server.log_path})")
     took = server.wait_healthy(profile.health_timeout_s)
@@ -131,6 +134,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return _guarded(run)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    def run() -> int:
+        profiles = [load_profile(name) for name in args.profiles]
+        vllm = launcher.locate_vllm(profiles[0], install=True)
+        _say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
+        config = Path(args.config) if args.config else DEMO_CONF
+        out = Path(args.out)
+
+        def run_one(name: str, report_dir: Path) -> dict:
+            profile = next(p for p in profiles if p.name == name)
+            server = _start_profile(str(profile.source), "127.0.0.1", args.port, install=True, check=False)
+            try:
+                extra = ["--run-time", args.run_time, *args.locust_args]
+                subprocess.call(locust_argv(server.url, args.slo_file, str(report_dir), config, extra))
+            finally:
+                server.stop()
+            return json.loads((report_dir / "slo-report.json").read_text())
+
+        paths = run_comparison([p.name for p in profiles], out, run_one)
+        assert paths["markdown"] is not None
+        print(paths["markdown"].read_text())
+        _say(f"comparison in {out}/ (comparison.md, comparison.json{', ttft.png' if paths['png'] else ''})")
+        return 0
+
+    return _guarded(run)
+
+
 def cmd_model_make(args: argparse.Namespace) -> int:
     from slogate.model import make_model
 
@@ -168,7 +198,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-file")
     p.add_argument("--report-dir", default="slogate-report")
     p.add_argument("--config", help="a locust.conf (default: the embedded demo.conf)")
-    p.add_argument("locust_args", nargs=argparse.REMAINDER, help="after --: passed to locust as is")
     p.set_defaults(func=cmd_run)
 
     for name, default_profile, install, helptext in (
@@ -185,6 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dry-run", action="store_true", help="print the exact command and environment, then exit")
         p.set_defaults(func=cmd_launch, install=install)
 
+    p = sub.add_parser("compare", help="launch each profile in turn, run the same load, compare the reports")
+    p.add_argument("profiles", nargs="+", help="two or more profile names or YAML files; the first is the reference")
+    p.add_argument("--slo-file", default=str(DEMO_SLO))
+    p.add_argument("--out", default="slogate-compare")
+    p.add_argument("--port", type=int, default=8011)
+    p.add_argument("--run-time", default="60s")
+    p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
+    p.set_defaults(func=cmd_compare)
+
     p = sub.add_parser("model", help="model directories for --load-format dummy")
     model_sub = p.add_subparsers(dest="model_command", required=True)
     m = model_sub.add_parser("make", help="write a model directory offline")
@@ -198,9 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "locust_args", None) and args.locust_args[0] == "--":
-        args.locust_args = args.locust_args[1:]
+    """Arguments after the first `--` go to Locust unchanged (for `run` and `compare`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = build_parser().parse_args(argv[:split])
+    args.locust_args = argv[split + 1 :]
     return args.func(args)
 
 

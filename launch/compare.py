@@ -1,0 +1,123 @@
+"""Before/after comparison of deployment profiles under the same workload.
+
+For each profile: launch it, run the same Locust workload (same seed, so the same prompts),
+collect its report, stop it. Then write `comparison.md` (TTFT per class, TPOT, throughput,
+SLO verdict, ratio to the first profile), `comparison.json`, and `ttft.png` (the TTFT
+percentile curves per profile and class, from the reports' histograms).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from slo.histogram import LatencyHistogram
+
+CLASSES = ("shared", "unique", "all")
+
+
+def _ratio(value: float | None, base: float | None) -> str:
+    if value is None or not base:
+        return "-"
+    return f"{value / base:.2f}x"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def comparison_rows(reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    first = next(iter(reports))
+    for profile, report in reports.items():
+        for cls in CLASSES:
+            m = report.get("metrics", {}).get(cls)
+            if not m:
+                continue
+            base = reports[first].get("metrics", {}).get(cls, {})
+            rows.append(
+                {
+                    "profile": profile,
+                    "class": cls,
+                    "requests": m["requests"],
+                    "ttft_p50": m["ttft_ms"]["p50"],
+                    "ttft_p95": m["ttft_ms"]["p95"],
+                    "ttft_p99": m["ttft_ms"]["p99"],
+                    "tpot_p50": m["tpot_ms"]["p50"],
+                    "output_tokens_per_s": m["output_tokens_per_s"],
+                    "verdict": report["verdict"],
+                    "ttft_p95_vs_first": _ratio(m["ttft_ms"]["p95"], base.get("ttft_ms", {}).get("p95")),
+                }
+            )
+    return rows
+
+
+def render_markdown(reports: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| profile | class | requests | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | out tok/s "
+        "| TTFT p95 vs first | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in comparison_rows(reports):
+        tps = "-" if r["output_tokens_per_s"] is None else f"{r['output_tokens_per_s']:.1f}"
+        lines.append(
+            f"| {r['profile']} | {r['class']} | {r['requests']} | {_ms(r['ttft_p50'])} | {_ms(r['ttft_p95'])} | "
+            f"{_ms(r['ttft_p99'])} | {_ms(r['tpot_p50'])} | {tps} | {r['ttft_p95_vs_first']} | {r['verdict']} |"
+        )
+    lines.append("")
+    lines.append("Latencies in ms; same workload and seed for every profile.")
+    for profile, report in reports.items():
+        failing = [s["name"] for s in report.get("slos", []) if s["result"] == "fail"]
+        if failing:
+            lines.append(f"- {profile}: failed {', '.join(failing)}")
+    return "\n".join(lines) + "\n"
+
+
+def plot_ttft(reports: dict[str, dict[str, Any]], out: Path) -> Path | None:
+    """Percentile curves of TTFT per profile and class; None when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    percentiles = [p / 10 for p in range(1, 1000)]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, cls in zip(axes, ("shared", "unique"), strict=True):
+        for profile, report in reports.items():
+            encoded = report.get("histograms", {}).get(cls, {}).get("ttft")
+            if not encoded:
+                continue
+            h = LatencyHistogram.decode(encoded)
+            ax.plot(percentiles, [h.percentile_ms(p) for p in percentiles], label=profile)
+        ax.axhline(200, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(f"TTFT, {cls} prefixes")
+        ax.set_xlabel("percentile")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_ylabel("TTFT (ms, log scale); dashed: 200 ms")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def write_comparison(reports: dict[str, dict[str, Any]], out_dir: Path) -> dict[str, Path | None]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md = out_dir / "comparison.md"
+    md.write_text(render_markdown(reports))
+    js = out_dir / "comparison.json"
+    js.write_text(json.dumps({"profiles": list(reports), "rows": comparison_rows(reports)}, indent=2) + "\n")
+    return {"markdown": md, "json": js, "png": plot_ttft(reports, out_dir / "ttft.png")}
+
+
+def run_comparison(
+    profiles: list[str], out_dir: Path, run_one: Callable[[str, Path], dict[str, Any]]
+) -> dict[str, Path | None]:
+    """`run_one(profile, report_dir)` launches, loads and stops one profile and returns its report."""
+    reports = {name: run_one(name, out_dir / name) for name in profiles}
+    return write_comparison(reports, out_dir)

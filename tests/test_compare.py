@@ -1,0 +1,62 @@
+"""The before/after comparison: the table and chart from reports, and end to end on real vLLM."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launch.compare import comparison_rows, write_comparison
+from launch.server import free_port
+from slo.evaluate import evaluate
+from slo.metrics import MetricsStore
+from slo.record import RequestRecord
+from slo.report import build_report
+from slo.spec import parse_spec
+
+SPEC = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200, "class": "shared"}]})
+
+
+def report_for(shared_ms: float, unique_ms: float) -> dict:
+    store = MetricsStore()
+    for i in range(40):
+        store.add(RequestRecord("shared", 1.0 + i, e2e_us=int(shared_ms * 1000) + 9000, ttft_us=int(shared_ms * 1000)))
+        store.add(RequestRecord("unique", 1.0 + i, e2e_us=int(unique_ms * 1000) + 9000, ttft_us=int(unique_ms * 1000)))
+    return build_report(evaluate(SPEC, store), store, run={})
+
+
+def test_table_has_ratios_to_the_first_profile_and_verdicts(tmp_path: Path) -> None:
+    reports = {"before": report_for(340, 340), "after": report_for(25, 340)}
+    rows = {(r["profile"], r["class"]): r for r in comparison_rows(reports)}
+    assert rows[("before", "shared")]["verdict"] == "fail" and rows[("after", "shared")]["verdict"] == "pass"
+    assert rows[("after", "shared")]["ttft_p95_vs_first"] == "0.07x"
+    assert rows[("after", "unique")]["ttft_p95_vs_first"] == "1.00x"
+    paths = write_comparison(reports, tmp_path)
+    md = paths["markdown"].read_text()
+    assert "| after | shared | 40 | 25.0 |" in md and "before: failed ttft-p95-shared" in md
+    assert json.loads(paths["json"].read_text())["profiles"] == ["before", "after"]
+    png = paths["png"]
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.vllm
+def test_compare_shows_the_prefix_caching_effect_on_real_vllm(tmp_path: Path) -> None:
+    """cpu-tiny without and with prefix caching, same workload: shared-prefix TTFT drops."""
+    (tmp_path / "no-cache.yaml").write_text("extends: cpu-tiny\nargs: {enable-prefix-caching: false}\n")
+    (tmp_path / "cache.yaml").write_text("extends: cpu-tiny\n")
+    out = tmp_path / "cmp"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "slogate.cli", "compare",
+            str(tmp_path / "no-cache.yaml"), str(tmp_path / "cache.yaml"),
+            "--out", str(out), "--port", str(free_port()), "--run-time", "15s",
+            "--", "--shared-prefix-tokens", "2000", "--shared-fraction", "0.5", "--slo-warmup-s", "1",
+        ],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((out / "comparison.json").read_text())
+    rows = {(r["profile"], r["class"]): r for r in data["rows"]}
+    assert rows[("cache", "shared")]["ttft_p50"] < rows[("no-cache", "shared")]["ttft_p50"]
+    assert (out / "ttft.png").exists() and (out / "no-cache" / "slo-report.json").exists()
