@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from slo import exitcodes
 from slo.metrics import MetricsStore
+from slo.server_metrics import SLO_METRICS as SERVER_FIGURES
 from slo.spec import Objective, SloSpec
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
@@ -31,8 +33,14 @@ class Verdict:
         return {PASS: exitcodes.PASS, FAIL: exitcodes.FAIL}.get(self.status, exitcodes.INCONCLUSIVE)
 
 
-def observe(objective: Objective, metrics: MetricsStore) -> tuple[float | None, int]:
-    """The objective's observed value and the number of samples behind it."""
+def observe(
+    objective: Objective, metrics: MetricsStore, server: dict[str, Any] | None = None
+) -> tuple[float | None, int]:
+    """The objective's observed value and the number of samples behind it (scrapes, for server metrics)."""
+    if objective.is_server:
+        if not server or not server.get("available"):
+            return None, 0
+        return server.get(SERVER_FIGURES[objective.metric]), server["scrapes"]
     cm = metrics.get(objective.request_class)
     if objective.is_latency:
         hist = cm.latency[objective.metric]
@@ -42,13 +50,18 @@ def observe(objective: Objective, metrics: MetricsStore) -> tuple[float | None, 
     return value, cm.requests
 
 
-def evaluate(spec: SloSpec, metrics: MetricsStore, run_problems: list[str] | None = None) -> Verdict:
+def evaluate(
+    spec: SloSpec,
+    metrics: MetricsStore,
+    run_problems: list[str] | None = None,
+    server: dict[str, Any] | None = None,
+) -> Verdict:
     """`run_problems` are facts that make any figure untrustworthy (generator saturated,
     target unreachable); they turn the verdict inconclusive even when an objective failed."""
     results = []
     for obj in spec.objectives:
-        value, samples = observe(obj, metrics)
-        if value is None or samples < spec.min_samples:
+        value, samples = observe(obj, metrics, server)
+        if value is None or (samples < spec.min_samples and not obj.is_server):
             outcome = INSUFFICIENT
         elif (obj.max is not None and value > obj.max) or (obj.min is not None and value < obj.min):
             outcome = FAIL
@@ -61,7 +74,12 @@ def evaluate(spec: SloSpec, metrics: MetricsStore, run_problems: list[str] | Non
     if short:
         reasons.append(
             "too few samples: "
-            + ", ".join(f"{r.objective.name} has {r.samples} (min_samples {spec.min_samples})" for r in short)
+            + ", ".join(
+                f"{r.objective.name} has no server figures (no /metrics)"
+                if r.objective.is_server
+                else f"{r.objective.name} has {r.samples} (min_samples {spec.min_samples})"
+                for r in short
+            )
         )
     if run_problems:
         status = INCONCLUSIVE

@@ -21,12 +21,15 @@ from typing import Any
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from slo import exitcodes
-from slo.evaluate import Verdict, evaluate
+from slo import exitcodes, regression
+from slo.baseline import BaselineError, load_baseline
+from slo.evaluate import evaluate
 from slo.listener import RecordListener
 from slo.metrics import MetricsStore
 from slo.record import ErrorKind
 from slo.report import build_report, public_url, write_reports
+from slo.server_metrics import Scraper
+from slo.slack import DEFAULT_NOTIFY, NOTIFY_CHOICES, SlackNotifier, build_message, ci_run_url, reasons_to_notify
 from slo.spec import SloSpec, SloSpecError, load_spec
 
 log = logging.getLogger("slogate")
@@ -48,6 +51,8 @@ class Gate:
         self.started_at: float | None = None
         self.workers_reporting: set[str] = set()
         self.judged = False
+        self.scraper: Scraper | None = None
+        self.server: dict[str, Any] | None = None
 
     @property
     def options(self) -> Any:
@@ -102,7 +107,8 @@ class Gate:
             "slo_file": self.spec.source if self.spec else None,
         }
 
-    def judge(self) -> tuple[Verdict | None, dict[str, Any]]:
+    def judge(self) -> dict[str, Any]:
+        """The report, with the SLO verdict, any regression check folded in, and its exit code."""
         metrics = self.metrics()
         problems = list(self.problems)
         runner = self.environment.runner
@@ -115,14 +121,53 @@ class Gate:
         if total.requests and not total.successes and total.errors_by_kind.get(ErrorKind.CONNECT) == total.requests:
             problems.append(f"target unreachable: all {total.requests} requests failed to connect")
         spec = self.effective_spec()
-        verdict = evaluate(spec, metrics, problems) if spec else None
+        self.stop_scraper()
+        verdict = evaluate(spec, metrics, problems, self.server) if spec else None
         extra = (
             None
             if verdict
             else {"verdict": "ungated", "exit_code": None, "reasons": problems or ["no --slo-file: nothing was gated"]}
         )
-        report = build_report(verdict, metrics, run=self.run_info(), extra=extra)
-        return verdict, report
+        report = build_report(verdict, metrics, run=self.run_info(), extra=extra, server=self.server)
+        baseline_path = getattr(self.options, "slo_baseline", "")
+        if spec is not None and baseline_path:
+            baseline = load_baseline(baseline_path)
+            regression.judge(report, baseline, spec.regressions, spec.regression_action)
+        return report
+
+    def alert(self, report: dict[str, Any]) -> None:
+        """Send the Slack message the policy asks for; records the outcome (never the secret)."""
+        notifier = SlackNotifier.from_env(getattr(self.options, "slack_channel", "") or None)
+        if notifier is None:
+            return
+        policy = {p.strip() for p in (getattr(self.options, "slack_notify", "") or "").split(",") if p.strip()}
+        baseline_verdict = (report.get("regression") or {}).get("baseline_verdict")
+        reasons = reasons_to_notify(report, policy, baseline_verdict)
+        if not reasons:
+            report["alerts"] = {"slack": {"sent": False, "detail": "nothing to notify under --slack-notify"}}
+            return
+        result = notifier.send(build_message(report, ci_run_url()))
+        report["alerts"] = {
+            "slack": {"sent": result.ok, "attempts": result.attempts, "detail": result.detail, "for": reasons}
+        }
+        if not result.ok:
+            log.warning(
+                "slogate: Slack notification failed after %d attempt(s) (%s); the verdict stands",
+                result.attempts,
+                result.detail,
+            )
+
+    def start_scraper(self) -> None:
+        interval = getattr(self.options, "server_metrics_interval", 0) or 0
+        self.server = None
+        if interval > 0 and self.environment.host:
+            self.scraper = Scraper(self.environment.host, interval)
+            self.scraper.start()
+
+    def stop_scraper(self) -> None:
+        if self.scraper is not None:
+            self.server = self.scraper.stop().summary()
+            self.scraper = None
 
 
 _gates: dict[int, Gate] = {}
@@ -171,6 +216,22 @@ def _add_arguments(parser: Any) -> None:
         type=float,
         default=None,
         help="Seconds at the start not judged (overrides warmup_s in the SLO file)",
+    )
+    parser.add_argument("--slo-baseline", type=str, default="", help="A saved report to check for regressions against")
+    parser.add_argument(
+        "--slack-channel", type=str, default="", help="Channel for SLACK_BOT_TOKEN (a webhook needs none)"
+    )
+    parser.add_argument(
+        "--slack-notify",
+        type=str,
+        default=DEFAULT_NOTIFY,
+        help=f"When to alert Slack, comma-separated from {','.join(NOTIFY_CHOICES)}",
+    )
+    parser.add_argument(
+        "--server-metrics-interval",
+        type=float,
+        default=2.0,
+        help="Seconds between scrapes of the target's /metrics (0: off)",
     )
     parser.add_argument(
         "--slo-min-samples",
@@ -227,6 +288,8 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     gate.workers_reporting.clear()
     gate.judged = False
     gate.listener.start(gate.warmup_s)
+    if not gate.is_worker and environment.parsed_options is not None:
+        gate.start_scraper()
 
 
 @events.reset_stats.add_listener
@@ -246,6 +309,7 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None
 @events.test_stop.add_listener
 def _on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
+    gate.stop_scraper()
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.
@@ -274,13 +338,18 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     if gate.is_worker or gate.judged or environment.parsed_options is None:
         return
     gate.judged = True
-    verdict, report = gate.judge()
     report_dir = Path(environment.parsed_options.slo_report_dir)
+    try:
+        report = gate.judge()
+    except BaselineError as e:
+        sys.stderr.write(f"slogate: error: {e}\n")
+        report = build_report(None, gate.metrics(), run=gate.run_info(), error=str(e), exit_code=exitcodes.USAGE)
+    gate.alert(report)
     paths = write_reports(report, report_dir)
     sys.stdout.write("\n" + paths["markdown"].read_text())
     sys.stdout.write(f"slogate: reports in {report_dir}/\n")
     sys.stdout.flush()
-    if verdict is not None:
-        environment.process_exit_code = verdict.exit_code
+    if report.get("exit_code") is not None:
+        environment.process_exit_code = report["exit_code"]
     elif gate.problems:
         environment.process_exit_code = exitcodes.INCONCLUSIVE

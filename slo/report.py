@@ -42,6 +42,7 @@ def build_report(
     error: str | None = None,
     exit_code: int | None = None,
     extra: dict[str, Any] | None = None,
+    server: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`run` describes the target, workload and timing; `error` is set for usage errors
     (verdict `error`, nothing was judged)."""
@@ -64,6 +65,13 @@ def build_report(
         if not metrics.is_empty
         else {},
     }
+    if server is not None:
+        report["server"] = dict(server)
+        client_mean = metrics.get("all").latency["ttft"].mean_ms()
+        server_mean = (server.get("server_ttft_ms") or {}).get("mean")
+        if client_mean is not None and server_mean is not None:
+            # Time outside the engine: network, HTTP server, and any queueing before the engine.
+            report["server"]["client_server_ttft_gap_ms"] = round(client_mean - server_mean, 3)
     for r in verdict.results if verdict else []:
         o = r.objective
         report["slos"].append(
@@ -145,6 +153,20 @@ def render_markdown(report: dict[str, Any]) -> str:
         errors = metrics.get("all", {}).get("errors_by_kind") or {}
         if errors:
             lines.append("Failures by kind: " + ", ".join(f"{k} {v}" for k, v in errors.items()) + ".")
+    server = report.get("server")
+    if server and server.get("available"):
+        ttft = server.get("server_ttft_ms") or {}
+        figures = [
+            f"prefix-cache hit rate {_fmt(server.get('prefix_cache_hit_rate'), 3)}",
+            f"KV-cache peak {_fmt(server.get('kv_cache_usage_max'), 3)}",
+            f"waiting peak {_fmt(server.get('num_requests_waiting_max'), 0)}",
+            f"preemptions {_fmt(server.get('preemptions'), 0)}",
+            f"server TTFT mean {_fmt(ttft.get('mean'))} ms",
+            f"client-server gap {_fmt(server.get('client_server_ttft_gap_ms'))} ms",
+        ]
+        lines.append(f"Server (/metrics, {server['scrapes']} scrapes): " + ", ".join(figures) + ".")
+    elif server:
+        lines.append(f"Server figures unavailable: {server.get('error')}.")
     return "\n".join(lines) + "\n"
 
 

@@ -10,8 +10,13 @@ Grammar (one mapping per objective under `slos:`)::
         class: all             # all | shared | unique (any request class the workload tags)
       - {metric: error_rate, max: 0.01}             # fraction of failed requests
       - {metric: output_tokens_per_s, min: 50}      # also requests_per_s
+      - {metric: prefix_cache_hit_rate, min: 0.5}   # server-side, from /metrics; also kv_cache_usage,
+                                                    # num_requests_waiting, num_requests_running, preemptions
     min_samples: 50            # fewer samples for an objective -> inconclusive (exit 3)
     warmup_s: 5                # requests started in the first N seconds are not judged
+    regressions:               # against --slo-baseline (see slo/regression.py)
+      - {metric: ttft, percentile: 95, max_increase_pct: 10, class: all}
+    regression_action: fail    # or warn
 
 Every error names the file, the entry and the field, on one line.
 """
@@ -25,14 +30,24 @@ from typing import Any
 import yaml
 
 from slo.metrics import ALL_CLASSES, LATENCY_METRICS
+from slo.regression import RegressionRule, parse_rules
 
 RATE_METRICS = {
     "error_rate": "fraction of requests that failed",
     "output_tokens_per_s": "completion tokens per second over the run",
     "requests_per_s": "successful requests per second over the run",
 }
-METRICS = (*LATENCY_METRICS, *RATE_METRICS)
-_TOP_LEVEL_KEYS = {"slos", "min_samples", "warmup_s"}
+# Read from the target's /metrics during the run (see slo/server_metrics.py); server-wide, no class.
+SERVER_METRICS = {
+    "prefix_cache_hit_rate": "prefix-cache hits / queries over the run (0..1)",
+    "kv_cache_usage": "peak KV-cache usage (0..1)",
+    "num_requests_waiting": "peak number of requests queued in the engine",
+    "num_requests_running": "peak number of requests running in the engine",
+    "preemptions": "preemptions during the run",
+}
+FRACTION_METRICS = ("error_rate", "prefix_cache_hit_rate", "kv_cache_usage")
+METRICS = (*LATENCY_METRICS, *RATE_METRICS, *SERVER_METRICS)
+_TOP_LEVEL_KEYS = {"slos", "min_samples", "warmup_s", "regressions", "regression_action"}
 _LATENCY_KEYS = {"name", "metric", "percentile", "max_ms", "class"}
 _RATE_KEYS = {"name", "metric", "max", "min", "class"}
 
@@ -54,6 +69,10 @@ class Objective:
     def is_latency(self) -> bool:
         return self.metric in LATENCY_METRICS
 
+    @property
+    def is_server(self) -> bool:
+        return self.metric in SERVER_METRICS
+
     def describe(self) -> str:
         """Human form, e.g. `p95 ttft[all] <= 200 ms`."""
         if self.is_latency:
@@ -72,6 +91,8 @@ class SloSpec:
     min_samples: int = 1
     warmup_s: float = 0.0
     source: str = "<inline>"
+    regressions: tuple[RegressionRule, ...] = ()
+    regression_action: str = "fail"  # fail | warn
 
 
 def load_spec(path: str | Path) -> SloSpec:
@@ -108,7 +129,11 @@ def parse_spec(data: Any, source: str = "<inline>") -> SloSpec:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SloSpecError(f"{source}: slos: duplicate name {dupes[0]!r}; names must be unique")
-    return SloSpec(objectives, int(min_samples), float(warmup_s), source)
+    regressions = parse_rules(data["regressions"], source) if "regressions" in data else ()
+    action = data.get("regression_action", "fail")
+    if action not in ("fail", "warn"):
+        raise SloSpecError(f"{source}: field 'regression_action': must be 'fail' or 'warn', got {action!r}")
+    return SloSpec(objectives, int(min_samples), float(warmup_s), source, regressions, action)
 
 
 def _objective(entry: Any, index: int, source: str) -> Objective:
@@ -145,7 +170,9 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
 
     if "max" not in entry and "min" not in entry:
         raise SloSpecError(f"{source}: {where}: field 'max' or 'min': one is required for metric {metric!r}")
-    high = 1 if metric == "error_rate" else None
+    if metric in SERVER_METRICS and request_class != ALL_CLASSES:
+        raise SloSpecError(f"{source}: {where}: field 'class': {metric!r} is server-wide; leave 'class' out")
+    high = 1 if metric in FRACTION_METRICS else None
     lo = _number(entry["min"], source, f"{where}: field 'min'", low=0, high=high) if "min" in entry else None
     hi = _number(entry["max"], source, f"{where}: field 'max'", low=0, high=high) if "max" in entry else None
     if lo is not None and hi is not None and lo > hi:

@@ -26,6 +26,7 @@ from launch.profile import ProfileError, load_profile
 from launch.server import ServerProcess, ServerStartError
 from launch.validate import ProfileInvalid, validate
 from slo import exitcodes
+from slo.baseline import BaselineError, save_baseline
 
 SETUP_FAILED = 4  # vLLM could not be installed or the model not made: nothing was measured
 LOCUSTFILE = Path(locustfiles.__file__).parent / "chat.py"
@@ -161,6 +162,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return _guarded(run)
 
 
+def cmd_baseline_save(args: argparse.Namespace) -> int:
+    try:
+        out = save_baseline(args.report, args.file)
+    except BaselineError as e:
+        return _fail(str(e), exitcodes.USAGE)
+    print(out)
+    return 0
+
+
 def cmd_model_make(args: argparse.Namespace) -> int:
     from slogate.model import make_model
 
@@ -222,6 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-time", default="60s")
     p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("baseline", help="baselines for regression checks (--slo-baseline)")
+    baseline_sub = p.add_subparsers(dest="baseline_command", required=True)
+    b = baseline_sub.add_parser("save", help="store a run's slo-report.json as a baseline")
+    b.add_argument("report")
+    b.add_argument("file")
+    b.set_defaults(func=cmd_baseline_save)
 
     p = sub.add_parser("model", help="model directories for --load-format dummy")
     model_sub = p.add_subparsers(dest="model_command", required=True)

@@ -65,3 +65,17 @@ def test_an_unreachable_target_is_inconclusive(locust_run, tmp_path: Path) -> No
     assert run.code == 3, run.stderr[-2000:]
     assert run.report["verdict"] == "inconclusive"
     assert any("target unreachable" in r for r in run.report["reasons"])
+
+
+def test_a_target_without_metrics_degrades_to_a_warning(fault_server: str, locust_run, tmp_path: Path) -> None:
+    slo = tmp_path / "server-slo.yaml"
+    slo.write_text(
+        "slos:\n  - {metric: ttft, percentile: 95, max_ms: 500}\n  - {metric: prefix_cache_hit_rate, min: 0.5}\n"
+        "min_samples: 5\n"
+    )
+    run = locust_run(fault_server, *run_args(str(slo)), "--server-metrics-interval", "0.5")
+    assert run.code == 3, run.stderr[-2000:]  # the server objective cannot be judged: inconclusive, no crash
+    report = run.report
+    assert report["server"]["available"] is False and "/metrics unavailable" in report["server"]["error"]
+    assert report["slos"][0]["result"] == "pass" and report["slos"][1]["result"] == "insufficient_data"
+    assert "no server figures" in report["reasons"][0]

@@ -1,0 +1,44 @@
+"""Baselines: saved reports that later runs are compared with (`--slo-baseline`).
+
+A baseline is a report (it carries the workload, the model and the raw histograms), stamped
+with where it came from. `slogate baseline save REPORT FILE` makes one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from slo.report import SCHEMA
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be used; str() is one line."""
+
+
+def load_baseline(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except OSError as e:
+        raise BaselineError(f"{p}: cannot read baseline: {e.strerror or e}") from None
+    except ValueError:
+        raise BaselineError(f"{p}: baseline is not JSON") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise BaselineError(f"{p}: not a slogate report (schema {SCHEMA!r} expected)")
+    if not data.get("histograms"):
+        raise BaselineError(f"{p}: the baseline report has no histograms (was the run empty?)")
+    return data
+
+
+def save_baseline(report_path: str | Path, out_path: str | Path) -> Path:
+    data = load_baseline(report_path)
+    if data.get("verdict") == "error":
+        raise BaselineError(f"{report_path}: a run that ended in a usage error cannot be a baseline")
+    data["baseline"] = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(report_path)}
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2) + "\n")
+    return out
