@@ -12,6 +12,7 @@ def test_headless_run_shows_the_prefix_cache_effect_per_class(vllm_server: str, 
     slo = tmp_path / "slo.yaml"
     slo.write_text(
         "slos:\n  - {metric: ttft, percentile: 95, max_ms: 5000}\n  - {metric: error_rate, max: 0}\n"
+        "  - {metric: prefix_cache_hit_rate, min: 0.2}\n"
         "min_samples: 10\nwarmup_s: 1\n"
     )
     run = locust_run(
@@ -30,6 +31,12 @@ def test_headless_run_shows_the_prefix_cache_effect_per_class(vllm_server: str, 
     assert shared["mean_output_tokens"] == 8.0
     assert report["run"]["model"] == "tiny"
     assert report["metrics"]["all"]["errors_by_kind"] == {}
+    # Server side, from /metrics: half the requests reuse a cached 2,000-token prefix.
+    server = report["server"]
+    assert server["available"] and server["scrapes"] >= 5
+    assert 0.2 <= server["prefix_cache_hit_rate"] <= 0.9
+    assert server["server_ttft_ms"]["count"] >= shared["ttft_ms"]["count"] + unique["ttft_ms"]["count"]
+    assert server["client_server_ttft_gap_ms"] > 0  # the client's clock includes HTTP and the network
 
 
 def test_openai_sdk_user_measures_the_same_server(vllm_server: str, tmp_path, locust_run) -> None:
