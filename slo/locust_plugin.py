@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from slo import exitcodes, regression
+from slo import exitcodes, regression, web_ui
 from slo.baseline import BaselineError, load_baseline
 from slo.evaluate import evaluate
 from slo.listener import RecordListener
@@ -50,6 +51,9 @@ class Gate:
         self.model: str | None = None
         self.started_at: float | None = None
         self.workers_reporting: set[str] = set()
+        self.workers_started: set[str] = set()  # master: workers connected when the test started
+        self.workers_flushed: set[str] = set()  # master: workers whose final samples arrived
+        self.run_time_s: float | None = None  # master: --run-time, which the gate enforces itself
         self.judged = False
         self.scraper: Scraper | None = None
         self.server: dict[str, Any] | None = None
@@ -102,15 +106,23 @@ class Gate:
             "duration_s": None if self.started_at is None else round(ended - self.started_at, 3),
             "warmup_s": self.warmup_s,
             "mode": "master" if self.is_master else "local",
-            "workers": len(self.workers_reporting) if self.is_master else 1,
+            "workers": len(self.workers_started | self.workers_reporting) if self.is_master else 1,
+            "workers_complete": len(self.workers_flushed) if self.is_master else 1,
             "users": getattr(runner, "user_count", None),
             "slo_file": self.spec.source if self.spec else None,
         }
 
-    def judge(self) -> dict[str, Any]:
-        """The report, with the SLO verdict, any regression check folded in, and its exit code."""
+    def snapshot(self, final: bool = False) -> dict[str, Any]:
+        """The report as of now, without side effects (the web UI polls this while the run goes on)."""
         metrics = self.metrics()
         problems = list(self.problems)
+        workers = self.workers_started | self.workers_reporting
+        lost = sorted(workers - self.workers_flushed) if final and self.is_master else []
+        if lost:
+            problems.append(
+                f"{len(lost)} of {len(workers)} workers stopped reporting before the end "
+                "(killed or disconnected): their samples since their last report (up to 3 s) are missing"
+            )
         runner = self.environment.runner
         if getattr(runner, "cpu_warning_emitted", False) or getattr(runner, "worker_cpu_warning_emitted", False):
             problems.append(
@@ -120,19 +132,24 @@ class Gate:
         total = metrics.get("all")
         if total.requests and not total.successes and total.errors_by_kind.get(ErrorKind.CONNECT) == total.requests:
             problems.append(f"target unreachable: all {total.requests} requests failed to connect")
+        server = self.scraper.metrics.summary() if self.scraper is not None else self.server
         spec = self.effective_spec()
-        self.stop_scraper()
-        verdict = evaluate(spec, metrics, problems, self.server) if spec else None
+        verdict = evaluate(spec, metrics, problems, server) if spec else None
         extra = (
             None
             if verdict
             else {"verdict": "ungated", "exit_code": None, "reasons": problems or ["no --slo-file: nothing was gated"]}
         )
-        report = build_report(verdict, metrics, run=self.run_info(), extra=extra, server=self.server)
+        return build_report(verdict, metrics, run=self.run_info(), extra=extra, server=server)
+
+    def judge(self) -> dict[str, Any]:
+        """The final report: the SLO verdict with any regression check folded in, and its exit code."""
+        self.stop_scraper()
+        report = self.snapshot(final=True)
         baseline_path = getattr(self.options, "slo_baseline", "")
+        spec = self.effective_spec()
         if spec is not None and baseline_path:
-            baseline = load_baseline(baseline_path)
-            regression.judge(report, baseline, spec.regressions, spec.regression_action)
+            regression.judge(report, load_baseline(baseline_path), spec.regressions, spec.regression_action)
         return report
 
     def alert(self, report: dict[str, Any]) -> None:
@@ -250,10 +267,16 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         gate.load_spec()
     except SloSpecError as e:
         _usage_error(gate, str(e))
+    if environment.web_ui is not None:
+        web_ui.install(environment.web_ui, gate.snapshot)
     if gate.is_master:
-        runner.register_message(
-            FLUSH_MESSAGE, lambda environment, msg, **_: _merge_from_worker(gate, msg.node_id, msg.data)
-        )
+        runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: _on_worker_flush(gate, msg))
+        opts = environment.parsed_options
+        if opts.headless and opts.run_time:
+            # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their
+            # last samples arrive (and loses them outright with --stop-timeout). End it ourselves:
+            # stop, which waits for every worker to stop and so for its final flush, then quit.
+            gate.run_time_s, opts.run_time = opts.run_time, None
     else:
         environment.events.request.add_listener(gate.listener.on_request)
 
@@ -286,6 +309,12 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     gate.problems = [p for p in gate.problems if p.startswith("bad SLO file")]
     gate.merged = MetricsStore()
     gate.workers_reporting.clear()
+    gate.workers_flushed.clear()
+    gate.workers_started = set(environment.runner.clients) if gate.is_master else set()
+    if gate.run_time_s:
+        log.info("slogate: the run ends after %s s, once every worker has sent its last samples", gate.run_time_s)
+        gevent.spawn_later(gate.run_time_s, _end_gracefully, environment.runner)
+        gate.run_time_s = None  # once
     gate.judged = False
     gate.listener.start(gate.warmup_s)
     if not gate.is_worker and environment.parsed_options is not None:
@@ -323,6 +352,16 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
     for gate in _gates.values():
         if gate.is_master and WIRE_KEY in data:
             _merge_from_worker(gate, client_id, data[WIRE_KEY])
+
+
+def _end_gracefully(runner: Any) -> None:
+    runner.stop()
+    runner.quit()
+
+
+def _on_worker_flush(gate: Gate, msg: Any) -> None:
+    _merge_from_worker(gate, msg.node_id, msg.data)
+    gate.workers_flushed.add(msg.node_id)
 
 
 def _merge_from_worker(gate: Gate, client_id: str, payload: dict[str, Any]) -> None:

@@ -22,14 +22,28 @@ LOCUSTFILE = ROOT / "locustfiles" / "chat.py"
 FAULT_SERVER = Path(__file__).parent / "fault_server.py"
 
 
-@pytest.fixture(scope="session")
-def fault_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("fault") / "requests.jsonl"
+def start_fault_server(log: Path) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, str(FAULT_SERVER), "--log", str(log)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("PORT "), f"fault server did not start: {line!r}"
-    yield f"http://127.0.0.1:{int(line.split()[1])}"
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+
+
+@pytest.fixture(scope="session")
+def fault_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    proc, url = start_fault_server(tmp_path_factory.mktemp("fault") / "requests.jsonl")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def own_fault_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A fault server of this test alone, with its log of answered requests (the ground truth)."""
+    log = tmp_path / "answered.jsonl"
+    proc, url = start_fault_server(log)
+    yield url, log
     proc.terminate()
     proc.wait(timeout=10)
 

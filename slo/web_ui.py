@@ -1,0 +1,134 @@
+"""A "TTFT / SLO" tab inside Locust's own web UI, and JSON/Markdown endpoints behind it.
+
+- `/slo/status`: the live report (JSON) for scripts; `/slo/report.json`, `/slo/report.md`: the
+  same as downloads. All honour `--web-login`.
+- The tab is a Locust extended table fed through `/stats/requests` (`extended_stats`), so it
+  refreshes with the rest of the UI while the test runs and keeps its figures after Stop.
+Nothing secret can reach the page: API keys and Slack credentials are not options at all.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from slo.report import render_markdown
+
+TAB_KEY = "slogate"
+_COLUMNS = [
+    ("item", "Item"),
+    ("p50", "p50 ms"),
+    ("p90", "p90 ms"),
+    ("p95", "p95 ms"),
+    ("p99", "p99 ms"),
+    ("count", "Samples"),
+    ("target", "Target"),
+    ("state", "State"),
+]
+_LATENCY_ROWS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"))
+
+
+def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tab's table: per-class latency percentiles, each SLO, server figures, the verdict."""
+    out: list[dict[str, Any]] = []
+    for cls, m in (report.get("metrics") or {}).items():
+        for key, label in _LATENCY_ROWS:
+            s = m[f"{key}_ms"]
+            out.append(
+                {
+                    "item": f"{label} {cls}",
+                    **{p: s[p] for p in ("p50", "p90", "p95", "p99")},
+                    "count": s["count"],
+                    "target": "",
+                    "state": "",
+                }
+            )
+    for slo in report.get("slos") or []:
+        observed = (
+            "-" if slo["observed"] is None else f"{slo['observed']:.4g}{' ' + slo['unit'] if slo['unit'] else ''}"
+        )
+        out.append(
+            {
+                "item": f"SLO {slo['name']}: {observed}",
+                "p50": "",
+                "p90": "",
+                "p95": "",
+                "p99": "",
+                "count": slo["samples"],
+                "target": slo["objective"],
+                "state": slo["result"],
+            }
+        )
+    server = report.get("server") or {}
+    if server.get("available"):
+        out.append(
+            {
+                "item": f"prefix cache hit rate (server): {server.get('prefix_cache_hit_rate')}",
+                "p50": "",
+                "p90": "",
+                "p95": "",
+                "p99": "",
+                "count": server.get("scrapes"),
+                "target": "",
+                "state": "",
+            }
+        )
+    out.append(
+        {
+            "item": "verdict",
+            "p50": "",
+            "p90": "",
+            "p95": "",
+            "p99": "",
+            "count": "",
+            "target": "; ".join(report.get("reasons") or []),
+            "state": report["verdict"],
+        }
+    )
+    return out
+
+
+def install(web_ui: Any, snapshot: Any) -> None:
+    """Add the tab and the endpoints to Locust's Flask app; `snapshot()` returns the live report."""
+    from flask import Response, request
+
+    web_ui.template_args.update(
+        extended_tabs=[{"title": "TTFT / SLO", "key": TAB_KEY}],
+        extended_tables=[{"key": TAB_KEY, "structure": [{"key": k, "title": t} for k, t in _COLUMNS]}],
+        extended_csv_files=[
+            {"href": "./slo/report.json", "title": "slogate report (JSON)"},
+            {"href": "./slo/report.md", "title": "slogate report (Markdown)"},
+        ],
+    )
+    app = web_ui.app
+
+    @app.route("/slo/status")
+    @web_ui.auth_required_if_enabled
+    def slo_status() -> Response:
+        return Response(json.dumps(snapshot()), mimetype="application/json")
+
+    @app.route("/slo/report.json")
+    @web_ui.auth_required_if_enabled
+    def slo_report_json() -> Response:
+        return Response(
+            json.dumps(snapshot(), indent=2),
+            mimetype="application/json",
+            headers={"Content-Disposition": "attachment; filename=slo-report.json"},
+        )
+
+    @app.route("/slo/report.md")
+    @web_ui.auth_required_if_enabled
+    def slo_report_md() -> Response:
+        return Response(
+            render_markdown(snapshot()),
+            mimetype="text/markdown",
+            headers={"Content-Disposition": "attachment; filename=slo-summary.md"},
+        )
+
+    @app.after_request
+    def add_extended_stats(resp: Response) -> Response:
+        if request.path.endswith("/stats/requests") and resp.is_json:
+            data = resp.get_json()
+            data["extended_stats"] = [{"key": TAB_KEY, "data": rows(snapshot())}]
+            resp.set_data(json.dumps(data))
+        return resp

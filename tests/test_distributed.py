@@ -1,0 +1,89 @@
+"""Locust's distributed mode: workers' histograms merged on the master, and no sample lost."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from launch.server import free_port
+from tests.conftest import LOCUSTFILE
+
+MODEL = "ttft_ms=20,tokens=3,itl_ms=2"
+
+
+def answered(log: Path) -> int:
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text().splitlines() if json.loads(line)["outcome"] == "ok")
+
+
+def run_distributed(
+    host: str, tmp: Path, *args: str, kill_one_at: tuple[Path, int] | None = None
+) -> tuple[int, dict, str]:
+    """Master and two workers; `kill_one_at=(log, n)` kills a worker once the server answered n requests."""
+    port = free_port()
+    common = ["-f", str(LOCUSTFILE), "--model", MODEL, "--shared-prefix-tokens", "50", "--no-prime-prefixes"]
+    master_argv = [
+        *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+        "--expect-workers", "2", "--headless", "--host", host, "--slo-report-dir", str(tmp / "report"),
+        "--only-summary", *args,
+    ]  # fmt: skip
+    master = subprocess.Popen(
+        [sys.executable, "-m", "locust", *master_argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    worker_argv = [sys.executable, "-m", "locust", *common, "--worker", "--master-port", str(port)]
+    workers = [subprocess.Popen(worker_argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+    if kill_one_at is not None:
+        log, n = kill_one_at
+        deadline = time.monotonic() + 120
+        while answered(log) < n and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.kill(workers[0].pid, signal.SIGKILL)
+    _, err = master.communicate(timeout=240)
+    for w in workers:  # the master's verdict is what counts; workers need not linger
+        w.terminate()
+        w.wait(timeout=30)
+    return master.returncode, json.loads((tmp / "report" / "slo-report.json").read_text()), err
+
+
+def slo_file(tmp: Path) -> str:
+    slo = tmp / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 500}\nmin_samples: 10\n")
+    return str(slo)
+
+
+def test_master_merges_two_workers_and_loses_nothing_with_stop_timeout(own_fault_server, tmp_path: Path) -> None:
+    url, log = own_fault_server
+    args = ("-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5", "--slo-file", slo_file(tmp_path))
+    code, report, err = run_distributed(url, tmp_path, *args)
+    assert code == 0, err[-2000:]
+    total = report["metrics"]["all"]
+    # Every request the server answered is in the merged histograms: none lost at the end.
+    assert total["requests"] == answered(log) and total["requests"] > 50
+    assert total["ttft_ms"]["count"] == total["requests"]
+    assert total["ttft_ms"]["p95"] >= 20  # the server holds every first token for 20 ms
+    assert report["run"]["mode"] == "master" and report["run"]["workers"] == 2 == report["run"]["workers_complete"]
+
+
+def test_plain_run_time_keeps_the_workers_last_samples(own_fault_server, tmp_path: Path) -> None:
+    url, log = own_fault_server
+    _, report, err = run_distributed(url, tmp_path, "-u", "4", "-r", "4", "-t", "4s")
+    total = report["metrics"]["all"]["requests"]
+    # Without --stop-timeout Locust kills users mid-request at the end: the server may have answered
+    # up to one in-flight request per user that no client finished. Nothing else may be missing.
+    assert answered(log) - 4 <= total <= answered(log), err[-2000:]
+    assert report["run"]["workers_complete"] == 2
+
+
+def test_a_killed_worker_is_flagged(own_fault_server, tmp_path: Path) -> None:
+    url, log = own_fault_server
+    args = ("-u", "4", "-r", "4", "-t", "8s", "--slo-file", slo_file(tmp_path))
+    code, report, err = run_distributed(url, tmp_path, *args, kill_one_at=(log, 40))
+    assert code == 3, err[-2000:]
+    assert report["verdict"] == "inconclusive"
+    assert any("1 of 2 workers stopped reporting before the end" in r for r in report["reasons"])
+    assert report["run"]["workers"] == 2 and report["run"]["workers_complete"] == 1
+    assert report["metrics"]["all"]["requests"] > 20  # what both sent before the kill is kept
