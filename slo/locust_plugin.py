@@ -76,15 +76,15 @@ class Gate:
 
     @property
     def warmup_s(self) -> float:
-        override = getattr(self.options, "slo_warmup_s", None)
-        if override is not None:
+        override = getattr(self.options, "slo_warmup_s", -1)
+        if override is not None and override >= 0:
             return override
         return self.spec.warmup_s if self.spec else 0.0
 
     def effective_spec(self) -> SloSpec | None:
         spec = self.spec
-        min_samples = getattr(self.options, "slo_min_samples", None)
-        if spec is not None and min_samples is not None:
+        min_samples = getattr(self.options, "slo_min_samples", 0)
+        if spec is not None and min_samples:
             spec = SloSpec(spec.objectives, min_samples, spec.warmup_s, spec.source)
         return spec
 
@@ -231,8 +231,8 @@ def _add_arguments(parser: Any) -> None:
     parser.add_argument(
         "--slo-warmup-s",
         type=float,
-        default=None,
-        help="Seconds at the start not judged (overrides warmup_s in the SLO file)",
+        default=-1.0,  # not None: the web UI form would turn a None default into a string
+        help="Seconds at the start not judged (default: warmup_s of the SLO file)",
     )
     parser.add_argument("--slo-baseline", type=str, default="", help="A saved report to check for regressions against")
     parser.add_argument(
@@ -253,8 +253,8 @@ def _add_arguments(parser: Any) -> None:
     parser.add_argument(
         "--slo-min-samples",
         type=int,
-        default=None,
-        help="Samples needed per SLO (overrides min_samples in the SLO file)",
+        default=0,
+        help="Samples needed per SLO (default: min_samples of the SLO file)",
     )
 
 

@@ -1,0 +1,156 @@
+"""The "TTFT / SLO" tab in Locust's web UI, driven in a real headless Chromium, and its endpoints."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from launch.server import free_port
+from tests.conftest import LOCUSTFILE, ROOT
+
+SECRETS = {
+    "SLOGATE_API_KEY": "sk-uiSecret111",
+    "SLACK_WEBHOOK_URL": "http://127.0.0.1:9/services/T0/B0/uiHookSecret222",
+}
+ARTIFACTS = Path(os.environ.get("SLOGATE_ARTIFACTS", ROOT / "test-artifacts"))
+
+
+def get(url: str, post: bool = False) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=b"" if post else None), timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except urllib.error.URLError:
+        return 0, ""  # not listening yet
+
+
+def start_web_ui(host: str, tmp: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    slo = tmp / "slo.yaml"
+    slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 500}\nmin_samples: 5\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", host, "--web-host", "127.0.0.1",
+         "--web-port", str(port), "--slo-file", str(slo), "--slo-report-dir", str(tmp / "report"),
+         "--model", "ttft_ms=30,tokens=3", "--shared-prefix-tokens", "50", "--slack-notify", "", *extra],
+        env={**os.environ, **SECRETS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while get(url + "/")[0] not in (200, 401, 302) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    return proc, url
+
+
+@pytest.fixture
+def web_ui(fault_server: str, tmp_path: Path) -> Iterator[str]:
+    proc, url = start_web_ui(fault_server, tmp_path)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_secrets_are_absent_from_the_page_source(web_ui: str) -> None:
+    status, html = get(web_ui + "/")
+    assert status == 200 and "slo_file" in html.replace("sloFile", "slo_file")  # our options are in the form
+    for secret in SECRETS.values():
+        assert secret not in html
+    assert "uiHookSecret222" not in html and "sk-uiSecret111" not in html
+
+
+def test_status_endpoint_and_reset_stats(web_ui: str) -> None:
+    start = urllib.request.Request(web_ui + "/swarm", data=b"user_count=2&spawn_rate=2", method="POST")
+    urllib.request.urlopen(start, timeout=10).read()
+    time.sleep(3)
+    status = json.loads(get(web_ui + "/slo/status")[1])
+    assert status["metrics"]["all"]["ttft_ms"]["count"] > 5 and status["verdict"] == "pass"
+    rows = json.loads(get(web_ui + "/stats/requests")[1])["extended_stats"][0]["data"]
+    assert rows[0]["item"] == "TTFT all" and rows[0]["p50"] >= 30
+    assert get(web_ui + "/stats/reset", post=True)[0] == 200
+    after = json.loads(get(web_ui + "/slo/status")[1])
+    assert after["metrics"].get("all", {}).get("requests", 0) < status["metrics"]["all"]["requests"]
+    assert "## slogate" in get(web_ui + "/slo/report.md")[1]
+    get(web_ui + "/stop", post=True)
+
+
+def test_status_endpoint_honours_web_login(fault_server: str, tmp_path: Path) -> None:
+    """With --web-login the endpoint goes through Locust's login check: without a session it
+    serves no figures (a redirect to the login page, or Locust's auth message when no auth
+    plugin is configured)."""
+    proc, url = start_web_ui(fault_server, tmp_path, "--web-login")
+    try:
+        opener = urllib.request.build_opener(NoRedirect)
+        try:
+            resp = opener.open(url + "/slo/status", timeout=10)
+            code, body = resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            code, body = e.code, ""
+        assert code in (200, 302, 401)
+        assert '"verdict"' not in body and '"metrics"' not in body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return None
+
+
+def chromium() -> tuple[str, str] | None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def test_a_run_from_the_form_fills_the_tab_in_a_real_browser(web_ui: str) -> None:
+    found = chromium()
+    if found is None:
+        if os.environ.get("SLOGATE_REQUIRE_BROWSER") == "1":
+            pytest.fail("Chromium and chromedriver are required (apt-get install chromium chromium-driver)")
+        pytest.skip("Chromium/chromedriver not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1400,1000"):  # fmt: skip
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(found[1]), options=options)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    wait = WebDriverWait(driver, 30)
+    try:
+        driver.get(web_ui + "/")
+        for name, value in (("userCount", "2"), ("spawnRate", "2")):
+            field = wait.until(ec.presence_of_element_located((By.NAME, name)))
+            field.send_keys(Keys.CONTROL, "a")  # React-controlled inputs ignore clear()
+            field.send_keys(value)
+        driver.find_element(By.XPATH, "//button[@type='submit']").click()
+        tab = wait.until(ec.element_to_be_clickable((By.XPATH, "//button[contains(., 'TTFT / SLO')]")))
+        tab.click()
+        cell = wait.until(ec.presence_of_element_located((By.XPATH, "//td[contains(., 'TTFT all')]")))
+        wait.until(lambda d: float(cell.find_element(By.XPATH, "following-sibling::td[1]").text or 0) >= 30)
+        driver.save_screenshot(str(ARTIFACTS / "web-ui-running.png"))
+        driver.find_element(By.XPATH, "//button[contains(., 'Stop') or contains(., 'STOP')]").click()
+        verdict = wait.until(ec.presence_of_element_located((By.XPATH, "//td[normalize-space(.)='verdict']")))
+        wait.until(lambda d: verdict.find_element(By.XPATH, "following-sibling::td[last()]").text == "pass")
+        time.sleep(1)
+        driver.save_screenshot(str(ARTIFACTS / "web-ui-stopped.png"))
+        html = driver.page_source
+        assert all(secret not in html for secret in SECRETS.values())
+    finally:
+        driver.quit()
