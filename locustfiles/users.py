@@ -52,8 +52,11 @@ class _ChatUser(User):
         self.rng = random.Random(f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}")
 
 
-class ChatStreamUser(_ChatUser):
-    """Raw SSE over geventhttpclient: the accurate, low-overhead default."""
+class SseChatUser(_ChatUser):
+    """Raw SSE over geventhttpclient: the HTTP side that the closed- and open-loop users share."""
+
+    abstract = True
+    concurrency = 1  # connections; the open-loop user needs one per request in flight
 
     def on_start(self) -> None:
         super().on_start()
@@ -69,7 +72,7 @@ class ChatStreamUser(_ChatUser):
             ssl=url.scheme == "https",
             connection_timeout=timeout,
             network_timeout=timeout,
-            concurrency=1,
+            concurrency=self.concurrency,
         )
         self.path = url.path.rstrip("/") + CHAT_PATH
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **options.auth_headers()}
@@ -78,15 +81,6 @@ class ChatStreamUser(_ChatUser):
         http = getattr(self, "http", None)
         if http is not None:
             http.close()
-
-    @task
-    def chat(self) -> None:
-        req = self.workload.next_request(self.rng)
-        body = json.dumps(req.body).encode()
-        started_at = time.time()
-        t0 = time.perf_counter()
-        timer = StreamTimer(req.request_class, started_at, t0)
-        report_record(self.environment, self._stream(body, timer))
 
     def _stream(self, body: bytes, timer: StreamTimer) -> Any:
         try:
@@ -124,6 +118,17 @@ class ChatStreamUser(_ChatUser):
             return timer.fail(ErrorKind.TRUNCATED, f"stream broken: {_one_line(e)}", time.perf_counter())
         finally:
             resp.release()
+
+
+class ChatStreamUser(SseChatUser):
+    """Closed loop: each user sends its next request when the previous one has ended."""
+
+    @task
+    def chat(self) -> None:
+        req = self.workload.next_request(self.rng)
+        body = json.dumps(req.body).encode()
+        timer = StreamTimer(req.request_class, time.time(), time.perf_counter())
+        report_record(self.environment, self._stream(body, timer))
 
 
 def _drain(resp: Any) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from slo import exitcodes
 from slo.metrics import MetricsStore
+from slo.self_check import Saturation
 from slo.server_metrics import SLO_METRICS as SERVER_FIGURES
 from slo.spec import Objective, SloSpec
 
@@ -50,14 +51,26 @@ def observe(
     return value, cm.requests
 
 
+def _explained_by(result: ObjectiveResult, saturation: Saturation) -> bool:
+    """Could the client's delay alone have caused this failure? A latency that would meet its
+    target without the delay, or a throughput floor a starved client could not reach, yes;
+    errors and server-side figures, no."""
+    o = result.objective
+    if o.is_latency:
+        return (result.observed or 0) - saturation.client_delay_ms <= (o.max or 0)
+    return o.metric in ("output_tokens_per_s", "requests_per_s") and o.min is not None
+
+
 def evaluate(
     spec: SloSpec,
     metrics: MetricsStore,
     run_problems: list[str] | None = None,
     server: dict[str, Any] | None = None,
+    saturation: Saturation | None = None,
 ) -> Verdict:
-    """`run_problems` are facts that make any figure untrustworthy (generator saturated,
-    target unreachable); they turn the verdict inconclusive even when an objective failed."""
+    """`run_problems` are facts that make any figure untrustworthy (target unreachable, lost
+    workers, dropped sends); they turn the verdict inconclusive even when an objective failed.
+    `saturation` (the client's own delay) only does so for a failure it could explain."""
     results = []
     for obj in spec.objectives:
         value, samples = observe(obj, metrics, server)
@@ -70,6 +83,9 @@ def evaluate(
         results.append(ObjectiveResult(obj, value, samples, outcome))
 
     reasons = list(run_problems or [])
+    doubtful = saturation is not None and any(r.result == FAIL and _explained_by(r, saturation) for r in results)
+    if saturation is not None:
+        reasons.append(saturation.message + ("" if doubtful else " (the verdict stands: client delay only adds)"))
     short = [r for r in results if r.result == INSUFFICIENT]
     if short:
         reasons.append(
@@ -81,7 +97,7 @@ def evaluate(
                 for r in short
             )
         )
-    if run_problems:
+    if run_problems or doubtful:
         status = INCONCLUSIVE
     elif any(r.result == FAIL for r in results):
         status = FAIL

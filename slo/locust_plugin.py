@@ -22,13 +22,14 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from slo import exitcodes, regression, web_ui
+from slo import exitcodes, regression, self_check, web_ui
 from slo.baseline import BaselineError, load_baseline
 from slo.evaluate import evaluate
 from slo.listener import RecordListener
 from slo.metrics import MetricsStore
 from slo.record import ErrorKind
 from slo.report import build_report, public_url, write_reports
+from slo.self_check import MAX_LOOP_LAG_P99_MS, LoopLagMonitor, assess
 from slo.server_metrics import Scraper
 from slo.slack import DEFAULT_NOTIFY, NOTIFY_CHOICES, SlackNotifier, build_message, ci_run_url, reasons_to_notify
 from slo.spec import SloSpec, SloSpecError, load_spec
@@ -56,6 +57,7 @@ class Gate:
         self.run_time_s: float | None = None  # master: --run-time, which the gate enforces itself
         self.judged = False
         self.scraper: Scraper | None = None
+        self.loop_monitor = LoopLagMonitor(lambda: self.listener.store.loop_lag)
         self.server: dict[str, Any] | None = None
 
     @property
@@ -124,23 +126,33 @@ class Gate:
                 "(killed or disconnected): their samples since their last report (up to 3 s) are missing"
             )
         runner = self.environment.runner
-        if getattr(runner, "cpu_warning_emitted", False) or getattr(runner, "worker_cpu_warning_emitted", False):
-            problems.append(
-                "the load generator itself was saturated (CPU above 90%): add processes (--processes N) "
-                "or workers; figures would include client delay"
-            )
+        cpu_warning = bool(
+            getattr(runner, "cpu_warning_emitted", False) or getattr(runner, "worker_cpu_warning_emitted", False)
+        )
+        processes = max(1, len(self.workers_started | self.workers_reporting)) if self.is_master else 1
+        max_lag = getattr(self.options, "max_client_lag_ms", MAX_LOOP_LAG_P99_MS)
+        saturation = assess(metrics, cpu_warning, processes, max_lag)
         total = metrics.get("all")
+        if total.dropped:
+            problems.append(
+                f"{total.dropped} scheduled requests were dropped: every --max-in-flight slot was busy at their "
+                "send time (raise --max-in-flight, or the server cannot keep up with the arrival rate)"
+            )
         if total.requests and not total.successes and total.errors_by_kind.get(ErrorKind.CONNECT) == total.requests:
             problems.append(f"target unreachable: all {total.requests} requests failed to connect")
         server = self.scraper.metrics.summary() if self.scraper is not None else self.server
         spec = self.effective_spec()
-        verdict = evaluate(spec, metrics, problems, server) if spec else None
+        verdict = evaluate(spec, metrics, problems, server, saturation) if spec else None
+        if verdict is None and saturation is not None:
+            problems.append(saturation.message)
         extra = (
             None
             if verdict
             else {"verdict": "ungated", "exit_code": None, "reasons": problems or ["no --slo-file: nothing was gated"]}
         )
-        return build_report(verdict, metrics, run=self.run_info(), extra=extra, server=server)
+        report = build_report(verdict, metrics, run=self.run_info(), extra=extra, server=server)
+        report["self_check"] = {**self_check.summary(metrics), "saturated": saturation is not None}
+        return report
 
     def judge(self) -> dict[str, Any]:
         """The final report: the SLO verdict with any regression check folded in, and its exit code."""
@@ -245,6 +257,12 @@ def _add_arguments(parser: Any) -> None:
         help=f"When to alert Slack, comma-separated from {','.join(NOTIFY_CHOICES)}",
     )
     parser.add_argument(
+        "--max-client-lag-ms",
+        type=float,
+        default=MAX_LOOP_LAG_P99_MS,
+        help="Self-check: p99 event-loop/send lag above which the load generator counts as saturated",
+    )
+    parser.add_argument(
         "--server-metrics-interval",
         type=float,
         default=2.0,
@@ -317,6 +335,8 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         gate.run_time_s = None  # once
     gate.judged = False
     gate.listener.start(gate.warmup_s)
+    if not gate.is_master:
+        gate.loop_monitor.start()
     if not gate.is_worker and environment.parsed_options is not None:
         gate.start_scraper()
 
@@ -339,6 +359,7 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None
 def _on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
     gate.stop_scraper()
+    gate.loop_monitor.stop()
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.

@@ -10,10 +10,10 @@ from collections import Counter
 from typing import Any
 
 from slo.histogram import LatencyHistogram
-from slo.record import RequestRecord
+from slo.record import ErrorKind, RequestRecord
 
 ALL_CLASSES = "all"
-LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e")
+LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "send_lag")
 
 
 class ClassMetrics:
@@ -23,6 +23,7 @@ class ClassMetrics:
         self.latency: dict[str, LatencyHistogram] = {m: LatencyHistogram() for m in LATENCY_METRICS}
         self.requests = 0
         self.failures = 0
+        self.dropped = 0  # open loop: scheduled but never sent (not a server failure)
         self.errors_by_kind: Counter[str] = Counter()
         self.prompt_tokens = 0
         self.output_tokens = 0
@@ -31,6 +32,9 @@ class ClassMetrics:
         self.last_end: float | None = None
 
     def add(self, rec: RequestRecord) -> None:
+        if rec.error_kind == ErrorKind.DROPPED:
+            self.dropped += 1
+            return
         self.requests += 1
         end = rec.started_at + rec.e2e_us / 1e6
         if self.first_start is None or rec.started_at < self.first_start:
@@ -42,6 +46,8 @@ class ClassMetrics:
             self.errors_by_kind[str(rec.error_kind)] += 1
             return
         lat = self.latency
+        if rec.send_lag_us is not None:
+            lat["send_lag"].record_us(rec.send_lag_us)
         if rec.ttft_us is not None:
             lat["ttft"].record_us(rec.ttft_us)
         itl = lat["itl"]
@@ -84,6 +90,7 @@ class ClassMetrics:
             self.latency[name].merge(hist)
         self.requests += other.requests
         self.failures += other.failures
+        self.dropped += other.dropped
         self.errors_by_kind.update(other.errors_by_kind)
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
@@ -100,6 +107,7 @@ class ClassMetrics:
             "latency": {name: h.encode() for name, h in self.latency.items() if h.count},
             "requests": self.requests,
             "failures": self.failures,
+            "dropped": self.dropped,
             "errors_by_kind": dict(self.errors_by_kind),
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
@@ -115,6 +123,7 @@ class ClassMetrics:
             m.latency[name] = LatencyHistogram.decode(text)
         m.requests = data["requests"]
         m.failures = data["failures"]
+        m.dropped = data.get("dropped", 0)
         m.errors_by_kind = Counter(data.get("errors_by_kind", {}))
         m.prompt_tokens = data.get("prompt_tokens", 0)
         m.output_tokens = data.get("output_tokens", 0)
@@ -130,6 +139,7 @@ class ClassMetrics:
         out.update(
             requests=self.requests,
             failures=self.failures,
+            dropped=self.dropped,
             error_rate=None if rate is None else round(rate, 6),
             errors_by_kind=dict(sorted(self.errors_by_kind.items())),
             prompt_tokens=self.prompt_tokens,
@@ -150,6 +160,8 @@ class MetricsStore:
     def __init__(self) -> None:
         self.classes: dict[str, ClassMetrics] = {}
         self.warmup_excluded = 0
+        # How late the load generator's event loop wakes up (self-check; see slo/self_check.py).
+        self.loop_lag = LatencyHistogram()
 
     def add(self, rec: RequestRecord) -> None:
         cm = self.classes.get(rec.request_class)
@@ -177,11 +189,13 @@ class MetricsStore:
         for name, cm in other.classes.items():
             self.classes.setdefault(name, ClassMetrics()).merge(cm)
         self.warmup_excluded += other.warmup_excluded
+        self.loop_lag.merge(other.loop_lag)
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "classes": {name: cm.to_wire() for name, cm in self.classes.items()},
             "warmup_excluded": self.warmup_excluded,
+            "loop_lag": self.loop_lag.encode() if self.loop_lag.count else None,
         }
 
     @classmethod
@@ -189,6 +203,8 @@ class MetricsStore:
         store = cls()
         store.classes = {name: ClassMetrics.from_wire(d) for name, d in data.get("classes", {}).items()}
         store.warmup_excluded = data.get("warmup_excluded", 0)
+        if data.get("loop_lag"):
+            store.loop_lag = LatencyHistogram.decode(data["loop_lag"])
         return store
 
     def summary(self, classes: list[str] | None = None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ class ErrorKind(StrEnum):
     TRUNCATED = "truncated"  # the stream ended without `data: [DONE]`
     NO_CONTENT = "no_content"  # a complete stream that carried no token
     PROTOCOL = "protocol"  # unparseable event
+    DROPPED = "dropped"  # open loop: not sent, every in-flight slot was busy at its scheduled time
 
 
 def http_error_kind(status: int) -> ErrorKind:
@@ -44,6 +45,7 @@ class RequestRecord:
     cached_tokens: int | None = None
     error_kind: ErrorKind | None = None
     error_message: str | None = None
+    send_lag_us: int | None = None  # open loop: actual send time minus scheduled send time
 
     @property
     def ok(self) -> bool:

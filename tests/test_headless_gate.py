@@ -39,7 +39,7 @@ def test_too_few_samples_is_inconclusive(fault_server: str, locust_run, tmp_path
     run = locust_run(fault_server, *run_args(slo_file(tmp_path, 500, min_samples=100_000)))
     assert run.code == 3
     assert run.report["verdict"] == "inconclusive"
-    assert "too few samples" in run.report["reasons"][0]
+    assert any("too few samples" in r for r in run.report["reasons"])
 
 
 def test_failing_requests_fail_the_error_rate_slo(fault_server: str, locust_run, tmp_path: Path) -> None:
@@ -78,4 +78,4 @@ def test_a_target_without_metrics_degrades_to_a_warning(fault_server: str, locus
     report = run.report
     assert report["server"]["available"] is False and "/metrics unavailable" in report["server"]["error"]
     assert report["slos"][0]["result"] == "pass" and report["slos"][1]["result"] == "insufficient_data"
-    assert "no server figures" in report["reasons"][0]
+    assert any("no server figures" in r for r in report["reasons"])

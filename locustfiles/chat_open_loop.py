@@ -1,0 +1,11 @@
+"""Open-loop streaming chat load: `--arrival-rate` requests/s per user, measured from the schedule.
+
+    locust -f locustfiles/chat_open_loop.py --host http://127.0.0.1:8011 --headless -u 4 -t 60s \
+        --arrival-rate 2 --arrival-process poisson --slo-file slo.yaml     # 8 requests/s in total
+"""
+
+import slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
+from locustfiles import options  # noqa: F401  (registers the workload options)
+from locustfiles.open_loop import OpenLoopChatUser
+
+__all__ = ["OpenLoopChatUser"]

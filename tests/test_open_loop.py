@@ -1,0 +1,95 @@
+"""Open-loop arrivals and the load generator's self-check."""
+
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+
+from locustfiles.arrivals import arrival_gaps
+from slo.evaluate import evaluate
+from slo.metrics import MetricsStore
+from slo.record import RequestRecord
+from slo.self_check import Saturation
+from slo.spec import parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("process", "burstiness", "cv"),
+    [("constant", 1, 0.0), ("poisson", 1, 1.0), ("gamma", 0.25, 2.0), ("gamma", 4, 0.5)],
+)
+def test_scheduled_sends_match_the_requested_rate_and_distribution(process: str, burstiness: float, cv: float) -> None:
+    gaps = arrival_gaps(process, 20.0, random.Random(42), burstiness)
+    sample = [next(gaps) for _ in range(20_000)]
+    assert sum(sample) / len(sample) == pytest.approx(1 / 20, rel=0.03)  # 20 sends/s
+    assert statistics.pstdev(sample) / statistics.mean(sample) == pytest.approx(cv, abs=0.06)
+
+
+def test_same_seed_same_schedule() -> None:
+    a, b = arrival_gaps("poisson", 5, random.Random(1)), arrival_gaps("poisson", 5, random.Random(1))
+    assert [next(a) for _ in range(100)] == [next(b) for _ in range(100)]
+
+
+def test_bad_arrival_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="--arrival-rate must be > 0"):
+        next(arrival_gaps("poisson", 0, random.Random(1)))
+    with pytest.raises(ValueError, match="--arrival-process must be one of"):
+        next(arrival_gaps("bursty", 1, random.Random(1)))
+
+
+def store(ttft_ms: float) -> MetricsStore:
+    s = MetricsStore()
+    for i in range(50):
+        s.add(RequestRecord("shared", float(i), e2e_us=int(ttft_ms * 1000) + 5000, ttft_us=int(ttft_ms * 1000)))
+    return s
+
+
+SPEC = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200}], "min_samples": 10})
+
+
+def test_a_fail_that_client_delay_could_explain_is_inconclusive() -> None:
+    verdict = evaluate(SPEC, store(230), saturation=Saturation("saturated", client_delay_ms=45))
+    assert verdict.status == "inconclusive" and verdict.exit_code == 3 and "saturated" in verdict.reasons[0]
+
+
+def test_a_fail_beyond_the_client_delay_stays_a_fail_and_a_pass_stays_a_pass() -> None:
+    assert evaluate(SPEC, store(400), saturation=Saturation("saturated", 45)).status == "fail"
+    passing = evaluate(SPEC, store(100), saturation=Saturation("saturated", 45))
+    assert passing.status == "pass" and "verdict stands" in passing.reasons[0]
+
+
+def test_dropped_and_late_sends_are_counted(own_fault_server, locust_run, tmp_path: Path) -> None:
+    url, _ = own_fault_server
+    run = locust_run(
+        url, "-f", str(ROOT / "locustfiles" / "chat_open_loop.py"), "-u", "1", "-t", "4s",
+        "--arrival-rate", "20", "--arrival-process", "constant", "--max-in-flight", "2",
+        "--model", "ttft_ms=300,tokens=2", "--shared-prefix-tokens", "20",
+    )  # fmt: skip
+    total = run.report["metrics"]["all"]
+    # 20/s for 4 s with 2 slots of ~0.3 s each: most sends find no free slot.
+    assert total["dropped"] > 30 and total["requests"] >= 8
+    assert 40 <= total["dropped"] + total["requests"] <= 84  # 20/s over the ~4 s the user was sending
+    assert total["ttft_ms"]["p50"] >= 300  # measured from the schedule
+    assert total["send_lag_ms"]["count"] == total["requests"]
+    assert any("scheduled requests were dropped" in r for r in run.report["reasons"])
+    assert (
+        run.report["workload"]
+        if "workload" in run.report
+        else run.report["run"]["workload"]["open_loop"]["rate_per_user"] == 20
+    )
+
+
+def test_a_starved_generator_is_inconclusive_not_a_server_failure(fault_server, locust_run, tmp_path: Path) -> None:
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 40}\nmin_samples: 5\n")
+    run = locust_run(
+        fault_server, "-f", str(ROOT / "tests" / "locustfile_starved.py"), "-u", "3", "-r", "3", "-t", "5s",
+        "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20", "--slo-file", str(slo),
+    )  # fmt: skip
+    report = run.report
+    assert report["metrics"]["all"]["ttft_ms"]["p95"] > 40  # the hog delayed the client's clock
+    assert run.code == 3 and report["verdict"] == "inconclusive"
+    assert any("load generator was saturated" in r and "--processes" in r for r in report["reasons"])
+    assert report["self_check"]["saturated"] and report["self_check"]["loop_lag_ms"]["p99"] > 40
