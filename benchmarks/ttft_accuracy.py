@@ -91,11 +91,11 @@ def main() -> None:
             clients = [
                 (
                     "slogate ChatStreamUser (open loop)",
-                    lambda o: run_slogate("chat_open_loop.py", host, model, rate, a.seconds, o),
+                    lambda o, r=rate: run_slogate("chat_open_loop.py", host, model, r, a.seconds, o),
                 ),
                 (
                     "slogate OpenAIChatUser (closed loop)",
-                    lambda o: run_slogate("chat_openai.py", host, model, rate, a.seconds, o),
+                    lambda o, r=rate: run_slogate("chat_openai.py", host, model, r, a.seconds, o),
                 ),
             ]
             if vllm_python.exists():
@@ -118,7 +118,8 @@ def main() -> None:
     for rate, name, got, t in rows:
         print(
             f"| {rate:g} | {name} | {got['p50']:.1f} / {got['p95']:.1f} / {got['p99']:.1f} | "
-            f"{t['p50']:.1f} / {t['p95']:.1f} / {t['p99']:.1f} | {got['p50'] - t['p50']:+.1f} / {got['p99'] - t['p99']:+.1f} |"
+            f"{t['p50']:.1f} / {t['p95']:.1f} / {t['p99']:.1f} | "
+            f"{got['p50'] - t['p50']:+.1f} / {got['p99'] - t['p99']:+.1f} |"
         )
 
 
