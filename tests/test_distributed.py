@@ -87,3 +87,15 @@ def test_a_killed_worker_is_flagged(own_fault_server, tmp_path: Path) -> None:
     assert any("1 of 2 workers stopped reporting before the end" in r for r in report["reasons"])
     assert report["run"]["workers"] == 2 and report["run"]["workers_complete"] == 1
     assert report["metrics"]["all"]["requests"] > 20  # what both sent before the kill is kept
+
+
+def test_processes_on_one_machine_merge_the_same_way(own_fault_server, locust_run, tmp_path: Path) -> None:
+    url, log = own_fault_server
+    run = locust_run(
+        url, "--processes", "2", "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5",
+        "--model", MODEL, "--shared-prefix-tokens", "50", "--no-prime-prefixes", "--slo-file", slo_file(tmp_path),
+    )  # fmt: skip
+    assert run.code == 0, run.stderr[-2000:]
+    total = run.report["metrics"]["all"]
+    assert total["requests"] == answered(log) and total["requests"] > 50
+    assert run.report["run"]["mode"] == "master" and run.report["run"]["workers_complete"] == 2

@@ -6,7 +6,7 @@ import pytest
 
 from launch.server import free_port
 
-FAST = "ttft_ms=30,tokens=3,itl_ms=2"
+FAST = "ttft_ms=100,tokens=3,itl_ms=2"  # far from the 5 ms fail target: client delay cannot explain it
 
 
 def slo_file(tmp_path: Path, max_ms: float, min_samples: int = 10) -> str:
@@ -29,7 +29,7 @@ def test_pass_and_fail(fault_server: str, locust_run, tmp_path: Path, max_ms: fl
     report = run.report
     assert report["verdict"] == verdict and report["exit_code"] == code
     ttft = report["metrics"]["all"]["ttft_ms"]
-    assert ttft["count"] >= 10 and 30 <= ttft["p95"] < 100
+    assert ttft["count"] >= 10 and 100 <= ttft["p95"] < 400
     assert {"all", "shared", "unique"} <= set(report["metrics"])
     assert (run.report_dir / "slo-junit.xml").exists() and (run.report_dir / "slo-summary.md").exists()
     assert f"slogate: {verdict.upper()}" in run.stdout
