@@ -93,3 +93,24 @@ def test_a_starved_generator_is_inconclusive_not_a_server_failure(fault_server, 
     assert run.code == 3 and report["verdict"] == "inconclusive"
     assert any("load generator was saturated" in r and "--processes" in r for r in report["reasons"])
     assert report["self_check"]["saturated"] and report["self_check"]["loop_lag_ms"]["p99"] > 40
+
+
+def test_stages_parse_into_cumulative_ends() -> None:
+    from locustfiles.stages import parse_stages
+
+    assert parse_stages("2s:1, 3s:4,1m:0") == [(2, 1), (5, 4), (65, 0)]
+    for bad in ("", "2s", "x:1", "2s:-1"):
+        with pytest.raises(ValueError, match="--stages"):
+            parse_stages(bad)
+
+
+def test_rate_stages_ramp_the_offered_load(own_fault_server, locust_run) -> None:
+    url, _ = own_fault_server
+    run = locust_run(
+        url, "-f", str(ROOT / "locustfiles" / "chat_open_loop_stages.py"), "--stages", "3s:1,3s:4",
+        "--arrival-rate", "5", "--arrival-process", "constant", "--model", "ttft_ms=10,tokens=2",
+        "--shared-prefix-tokens", "20", "--no-prime-prefixes",
+    )  # fmt: skip
+    sent = run.report["metrics"]["all"]["requests"]
+    # 1 user x 5/s for 3 s, then 4 users x 5/s for 3 s: about 15 + 60 sends, and the run ends by itself.
+    assert 50 <= sent <= 80, run.stderr[-1500:]

@@ -1,0 +1,12 @@
+"""Open-loop load in rate stages (see locustfiles/stages.py):
+
+    locust -f locustfiles/chat_open_loop_stages.py --host URL --headless --arrival-rate 2 \
+        --stages "30s:1,60s:4,30s:8" --slo-file slo.yaml
+"""
+
+import slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
+from locustfiles import options  # noqa: F401  (registers the workload options)
+from locustfiles.open_loop import OpenLoopChatUser
+from locustfiles.stages import RateStages
+
+__all__ = ["OpenLoopChatUser", "RateStages"]
