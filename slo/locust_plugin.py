@@ -72,6 +72,10 @@ class Gate:
     def is_worker(self) -> bool:
         return isinstance(self.environment.runner, WorkerRunner)
 
+    def worker_payload(self) -> dict[str, Any]:
+        """What a worker ships to the master: the samples since its last report, and its workload."""
+        return {"metrics": self.listener.take().to_wire(), "model": self.model, "workload": self.workload}
+
     def load_spec(self) -> None:
         path = getattr(self.options, "slo_file", None)
         self.spec = load_spec(path) if path else None
@@ -352,7 +356,7 @@ def _on_reset_stats(**_: Any) -> None:
 def _on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
     for gate in _gates.values():
         if gate.is_worker:
-            data[WIRE_KEY] = {"metrics": gate.listener.take().to_wire(), "model": gate.model, "workload": gate.workload}
+            data[WIRE_KEY] = gate.worker_payload()
 
 
 @events.test_stop.add_listener
@@ -363,9 +367,7 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.
-        environment.runner.send_message(
-            FLUSH_MESSAGE, {"metrics": gate.listener.take().to_wire(), "model": gate.model, "workload": gate.workload}
-        )
+        environment.runner.send_message(FLUSH_MESSAGE, gate.worker_payload())
 
 
 @events.worker_report.add_listener
