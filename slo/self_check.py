@@ -23,6 +23,9 @@ from slo.metrics import MetricsStore
 
 TICK_S = 0.05
 MAX_LOOP_LAG_P99_MS = 10.0
+# A request waits on the event loop at least twice before its first token (its send, then its
+# response), and a stalled loop can hold up each wait by as much as its worst stall.
+WAITS_BEFORE_FIRST_TOKEN = 2
 
 
 class LoopLagMonitor:
@@ -52,7 +55,7 @@ class LoopLagMonitor:
 @dataclass(frozen=True)
 class Saturation:
     message: str
-    client_delay_ms: float  # how much the client may have added to a latency (inf: unknown, CPU-bound)
+    client_delay_ms: float  # how much the client may have added to a TTFT (inf: unknown, CPU-bound)
 
 
 def assess(
@@ -62,7 +65,7 @@ def assess(
     loop_p99 = metrics.loop_lag.percentile_ms(99)
     if loop_p99 is not None and loop_p99 > max_lag_ms:
         signs.append(f"event-loop lag p99 {loop_p99:.1f} ms")
-        delays.append(loop_p99)
+        delays.append(WAITS_BEFORE_FIRST_TOKEN * (metrics.loop_lag.max_ms() or loop_p99))
     send_p99 = metrics.get("all").latency["send_lag"].percentile_ms(99)
     if send_p99 is not None and send_p99 > max_lag_ms:
         signs.append(f"send lag p99 {send_p99:.1f} ms behind schedule")
