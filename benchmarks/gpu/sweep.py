@@ -1,0 +1,447 @@
+"""Before/after deployment profiles under the same load, the way the seed article would have
+wanted it measured: for each profile, launch it, then run through slogate's Locust users
+
+  1. an open-loop sweep (Poisson arrivals at each `--rates` value, latency from the schedule),
+  2. one closed-loop run (`--concurrency` users, each waiting for its answer),
+  3. a short search for the knee: the highest rate whose p95 TTFT stays <= `--target-ms`,
+
+and, on the last profile, a cross-check of one rate against `vllm bench serve` on the same server.
+Every run's full slo-report.json is kept; `RESULTS.md`, `results.json`, `ttft_vs_rate.png` and
+the per-profile comparison at one rate (`compare/`) are rebuilt from everything under `--out`, so
+profiles measured in separate commands (one GPU command each) end up in one report and one tar.
+
+On the H200 (benchmarks/gpu/README.md has the whole recipe):
+    python3 benchmarks/gpu/sweep.py --out /tmp/gpu-results --profiles benchmarks/gpu/profiles/h200-baseline.yaml
+On the local vLLM CPU server (same script, smaller numbers):
+    .venv/bin/python benchmarks/gpu/sweep.py --out cpu-sweep --config benchmarks/gpu/cpu.conf \
+        --profiles cpu-demo-baseline cpu-demo --rates 0.5,1 --concurrency 2 --run-time 20 --knee-steps 1 \
+        --cross-check-rate 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from ttft_accuracy import VLLM_BENCH  # noqa: E402
+
+from launch import launcher  # noqa: E402
+from launch.compare import write_comparison  # noqa: E402
+from launch.installation import InstallError, VllmInstall  # noqa: E402
+from launch.profile import Profile, load_profile  # noqa: E402
+from launch.server import ServerProcess, ServerStartError  # noqa: E402
+from launch.validate import ProfileInvalid, validate  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+OPEN_LOOP = ROOT / "locustfiles" / "chat_open_loop.py"
+CLOSED_LOOP = ROOT / "locustfiles" / "chat.py"
+CLASSES = ("shared", "unique", "all")
+
+
+def say(message: str) -> None:
+    print(f"[sweep {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def read_conf(path: Path) -> dict[str, str]:
+    """The `key = value` lines of a locust.conf (the workload both clients must share)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, value = (part.strip() for part in line.split("=", 1))
+            out[key] = value
+    return out
+
+
+def run_locust(
+    host: str, locustfile: Path, config: Path, report_dir: Path, run_time: int, users: int, extra: list[str]
+) -> dict[str, Any] | None:
+    argv = [
+        sys.executable, "-m", "locust", "-f", str(locustfile), "--config", str(config), "--headless",
+        "--only-summary", "--host", host, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
+        "--slo-report-dir", str(report_dir), *extra,
+    ]  # fmt: skip
+    report_dir.mkdir(parents=True, exist_ok=True)
+    with (report_dir / "locust.log").open("w") as log:
+        code = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
+    path = report_dir / "slo-report.json"
+    if not path.exists():
+        say(f"  no report (locust exit {code}); see {report_dir / 'locust.log'}")
+        return None
+    return json.loads(path.read_text())
+
+
+def summarize(report: dict[str, Any]) -> dict[str, Any]:
+    """The figures the tables need, per class."""
+    out: dict[str, Any] = {"verdict": report["verdict"], "reasons": report.get("reasons", [])}
+    for cls in CLASSES:
+        m = report.get("metrics", {}).get(cls)
+        if not m:
+            continue
+        out[cls] = {
+            "requests": m["requests"],
+            "failures": m["failures"],
+            "dropped": m["dropped"],
+            "ttft_ms": {p: m["ttft_ms"].get(p) for p in ("p50", "p95", "p99")},
+            "tpot_p50_ms": m.get("tpot_ms", {}).get("p50"),
+            "output_tokens_per_s": m["output_tokens_per_s"],
+            "requests_per_s": m["requests_per_s"],
+        }
+    server = report.get("server") or {}
+    out["prefix_cache_hit_rate"] = server.get("prefix_cache_hit_rate")
+    out["saturated"] = bool((report.get("self_check") or {}).get("saturated"))
+    return out
+
+
+def meets_target(summary: dict[str, Any] | None, target_ms: float) -> bool:
+    """A rate is sustained when every request got through and p95 TTFT (all classes) is on target."""
+    if not summary or "all" not in summary:
+        return False
+    total = summary["all"]
+    p95 = total["ttft_ms"]["p95"]
+    return total["failures"] == 0 and total["dropped"] == 0 and p95 is not None and p95 <= target_ms
+
+
+class ProfileSweep:
+    """One profile's runs; everything lands in `out/<profile>/`."""
+
+    def __init__(self, args: argparse.Namespace, name: str, host: str, deadline: float) -> None:
+        self.a, self.name, self.host, self.deadline = args, name, host, deadline
+        self.dir = args.out / name
+        self.runs: list[dict[str, Any]] = []
+
+    def time_left(self) -> bool:
+        return time.monotonic() + self.a.run_time + 15 < self.deadline
+
+    def open_loop(self, rate: float, kind: str) -> dict[str, Any] | None:
+        if not self.time_left():
+            say(f"  skipping {kind} {rate:g} req/s: the command's time budget is spent")
+            return None
+        say(f"  {self.name}: open loop {rate:g} req/s ({kind})")
+        extra = ["--arrival-rate", f"{rate:g}", "--arrival-process", "poisson", "--max-in-flight", "1024"]
+        report = run_locust(
+            self.host, OPEN_LOOP, self.a.config, self.dir / f"{kind}-{rate:g}", self.a.run_time, 1,
+            [*extra, "--slo-file", str(self.a.slo_file)],
+        )  # fmt: skip
+        return self._keep(kind, rate, None, report)
+
+    def closed_loop(self, users: int) -> None:
+        if not self.time_left():
+            return
+        say(f"  {self.name}: closed loop {users} users")
+        report = run_locust(
+            self.host, CLOSED_LOOP, self.a.config, self.dir / f"closed-{users}", self.a.run_time, users,
+            ["--slo-file", str(self.a.slo_file)],
+        )  # fmt: skip
+        self._keep("closed", None, users, report)
+
+    def _keep(self, kind: str, rate: float | None, users: int | None, report: dict | None) -> dict | None:
+        summary = summarize(report) if report else None
+        self.runs.append({"kind": kind, "rate": rate, "users": users, "summary": summary})
+        if summary and "all" in summary:
+            t = summary["all"]["ttft_ms"]
+            say(f"    TTFT p50/p95/p99 {t['p50']}/{t['p95']}/{t['p99']} ms, verdict {summary['verdict']}")
+        return summary
+
+    def knee(self, sustained: dict[float, bool]) -> dict[str, Any]:
+        """Bisect between the highest sustained rate and the lowest unsustained one above it;
+        double the rate when every swept rate was sustained."""
+        ok = [r for r, good in sustained.items() if good]
+        low = max(ok) if ok else 0.0
+        bad = [r for r, good in sustained.items() if not good and r > low]
+        high = min(bad) if bad else None
+        steps = 0
+        while steps < self.a.knee_steps and (high is None or high - low > self.a.knee_resolution):
+            rate = low * 2 if high is None else round((low + high) / 2, 2)
+            if high is None and rate > self.a.knee_max_rate:
+                break
+            summary = self.open_loop(rate, "knee")
+            if summary is None and not self.time_left():
+                break
+            if meets_target(summary, self.a.target_ms):
+                low = rate
+            else:
+                high = rate
+            steps += 1
+        return {"rate": low, "unsustained_from": high, "target_ms": self.a.target_ms}
+
+    def save(self, extra: dict[str, Any]) -> None:
+        data = {"profile": self.name, "runs": self.runs, **extra}
+        (self.dir / "sweep.json").write_text(json.dumps(data, indent=2) + "\n")
+
+
+def start_server(profile: Profile, port: int) -> tuple[ServerProcess, dict[str, Any], VllmInstall]:
+    vllm = launcher.locate_vllm(profile, install=profile.build == "cpu")
+    version = validate(vllm, profile)  # the installed vLLM's parser is the judge
+    launch_plan = launcher.plan(profile, vllm, "127.0.0.1", port)
+    say(f"{profile.name}: vLLM {version}: {launch_plan.shell()}")
+    server = launcher.start(launch_plan)
+    took = server.wait_healthy(profile.health_timeout_s)
+    say(f"{profile.name}: healthy after {took:.0f} s")
+    info = {"vllm_version": version, "command": launch_plan.shell(), "healthy_after_s": round(took, 1)}
+    return server, info, vllm
+
+
+def vllm_bench(vllm: VllmInstall, host: str, model: str, tokenizer: str, conf: dict[str, str], rate: float,
+               seconds: int, out: Path) -> dict[str, Any] | None:  # fmt: skip
+    """`vllm bench serve` on the same server with the same shape of workload: the shared prefixes
+    (prefix_repetition), the user message as the suffix, the same output length, Poisson arrivals."""
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [
+        str(vllm.python), "-c", VLLM_BENCH, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+        "--base-url", host, "--model", model, "--tokenizer", tokenizer,
+        "--dataset-name", "prefix_repetition",
+        "--prefix-repetition-prefix-len", conf["shared-prefix-tokens"],
+        "--prefix-repetition-suffix-len", conf["user-message-tokens"],
+        "--prefix-repetition-num-prefixes", conf["shared-prefixes"],
+        "--prefix-repetition-output-len", conf["max-tokens"], "--ignore-eos",
+        "--num-prompts", str(max(20, int(rate * seconds))), "--request-rate", f"{rate:g}", "--seed", "1",
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
+        "--save-result", "--result-dir", str(out), "--result-filename", "vllm-bench.json",
+    ]  # fmt: skip
+    with (out / "vllm-bench.log").open("w") as log:
+        subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
+    path = out / "vllm-bench.json"
+    if not path.exists():
+        say(f"  vllm bench serve wrote no result; see {out / 'vllm-bench.log'}")
+        return None
+    r = json.loads(path.read_text())
+    return {
+        "requests": r.get("completed"),
+        "ttft_ms": {p: r.get(f"{p}_ttft_ms") for p in ("p50", "p95", "p99")},
+        "tpot_p50_ms": r.get("p50_tpot_ms") or r.get("median_tpot_ms"),
+        "output_tokens_per_s": r.get("output_throughput"),
+    }
+
+
+def cross_check(args: argparse.Namespace, sweep: ProfileSweep, vllm: VllmInstall, profile: Profile) -> dict | None:
+    conf = read_conf(args.cross_check_config)
+    rate = args.cross_check_rate
+    say(f"  {sweep.name}: cross-check at {rate:g} req/s, slogate then vllm bench serve")
+    ours = run_locust(
+        sweep.host, OPEN_LOOP, args.cross_check_config, sweep.dir / f"crosscheck-{rate:g}", args.run_time, 1,
+        ["--arrival-rate", f"{rate:g}", "--arrival-process", "poisson", "--max-in-flight", "1024"],
+    )  # fmt: skip
+    model = profile.served_model_name or profile.model_path
+    peer = vllm_bench(vllm, sweep.host, model, profile.model_path, conf, rate, args.run_time, sweep.dir / "vllm-bench")
+    if ours is None:
+        return None
+    return {"rate": rate, "slogate": summarize(ours).get("all"), "vllm_bench_serve": peer}
+
+
+# ---- report -----------------------------------------------------------------------------------
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def load_sweeps(out: Path) -> dict[str, dict[str, Any]]:
+    found = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("*/sweep.json"))}
+    return dict(sorted(found.items(), key=lambda kv: kv[1].get("started_at", 0)))
+
+
+def render(sweeps: dict[str, dict[str, Any]], target_ms: float) -> str:
+    lines = ["## Open-loop sweep (Poisson arrivals, latency from the scheduled send)", ""]
+    lines += [
+        "| profile | rate (req/s) | requests | TTFT p50 shared / unique | TTFT p95 shared / unique | TTFT p95 all "
+        "| TPOT p50 | out tok/s | prefix-cache hits | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in sweeps.items():
+        for run in sorted((r for r in s["runs"] if r["rate"] is not None), key=lambda r: r["rate"]):
+            lines.append(_row(name, f"{run['rate']:g}" + (" (knee search)" if run["kind"] == "knee" else ""), run))
+    lines += ["", "## Closed loop (N users, each waits for its answer)", ""]
+    lines += [
+        "| profile | users | requests | TTFT p50 shared / unique | TTFT p95 shared / unique | TTFT p95 all "
+        "| TPOT p50 | out tok/s | prefix-cache hits | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in sweeps.items():
+        for run in (r for r in s["runs"] if r["kind"] == "closed"):
+            lines.append(_row(name, str(run["users"]), run))
+    lines += ["", f"## Knee: the highest open-loop rate with p95 TTFT (all requests) <= {target_ms:g} ms", ""]
+    lines += ["| profile | knee | first rate above the target | server | healthy after |", "|---|---|---|---|---|"]
+    for name, s in sweeps.items():
+        k = s.get("knee") or {}
+        above = "-" if k.get("unsustained_from") is None else f"{k['unsustained_from']:g} req/s"
+        knee = f"**{k['rate']:g} req/s**" if k.get("rate") else "below the lowest rate tried"
+        lines.append(f"| {name} | {knee} | {above} | vLLM {s.get('vllm_version')} | {s.get('healthy_after_s')} s |")
+    checks = [(name, s["cross_check"]) for name, s in sweeps.items() if s.get("cross_check")]
+    for name, c in checks:
+        lines += ["", f"## Cross-check on {name} at {c['rate']:g} req/s: slogate vs `vllm bench serve`", ""]
+        lines += ["| client | requests | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | out tok/s |", "|---" * 7 + "|"]
+        clients = (("slogate ChatStreamUser", c.get("slogate")), ("vllm bench serve", c.get("vllm_bench_serve")))
+        for client, m in clients:
+            if m:
+                t = m["ttft_ms"]
+                tps = m.get("output_tokens_per_s")
+                lines.append(
+                    f"| {client} | {m.get('requests')} | {_ms(t['p50'])} | {_ms(t['p95'])} | {_ms(t['p99'])} "
+                    f"| {_ms(m.get('tpot_p50_ms'))} | {'-' if tps is None else f'{tps:,.0f}'} |"
+                )
+    lines += ["", "Latencies in ms. Every run's slo-report.json is in this archive under <profile>/<run>/."]
+    return "\n".join(lines) + "\n"
+
+
+def _row(name: str, load: str, run: dict[str, Any]) -> str:
+    s = run["summary"]
+    if not s or "all" not in s:
+        return f"| {name} | {load} | no report | | | | | | | |"
+    sh, un, al = s.get("shared"), s.get("unique"), s["all"]
+
+    def pair(p: str) -> str:
+        return f"{_ms(sh['ttft_ms'][p]) if sh else '-'} / {_ms(un['ttft_ms'][p]) if un else '-'}"
+
+    hits = s.get("prefix_cache_hit_rate")
+    tps = al["output_tokens_per_s"]
+    lost = al["failures"] + al["dropped"]
+    verdict = s["verdict"] + (f" ({lost} failed/dropped)" if lost else "")
+    verdict += " (client saturated)" if s["saturated"] else ""
+    return (
+        f"| {name} | {load} | {al['requests']} | {pair('p50')} | {pair('p95')} | {_ms(al['ttft_ms']['p95'])} "
+        f"| {_ms(al['tpot_p50_ms'])} | {'-' if tps is None else f'{tps:,.0f}'} "
+        f"| {'-' if hits is None else f'{hits:.2f}'} | {verdict} |"
+    )
+
+
+def plot(sweeps: dict[str, dict[str, Any]], target_ms: float, out: Path) -> Path | None:
+    """p95 TTFT against the offered rate, per profile and class, with the target line."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, cls in zip(axes, ("shared", "unique"), strict=True):
+        for name, s in sweeps.items():
+            points = sorted(
+                (r["rate"], r["summary"][cls]["ttft_ms"]["p95"])
+                for r in s["runs"]
+                if r["rate"] is not None and r["summary"] and cls in r["summary"]
+            )
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", label=name)
+        ax.axhline(target_ms, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(f"p95 TTFT, {cls} prefixes")
+        ax.set_xlabel("offered load (requests/s, Poisson)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_ylabel(f"p95 TTFT (ms, log); dashed: {target_ms:g} ms")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def write_report(out: Path, target_ms: float, compare_rate: float | None) -> Path:
+    sweeps = load_sweeps(out)
+    (out / "results.json").write_text(json.dumps(sweeps, indent=2) + "\n")
+    text = render(sweeps, target_ms)
+    if compare_rate is not None:
+        reports = {}
+        for name in sweeps:
+            path = out / name / f"sweep-{compare_rate:g}" / "slo-report.json"
+            if path.exists():
+                reports[name] = json.loads(path.read_text())
+        if len(reports) > 1:
+            write_comparison(reports, out / "compare")
+            table = (out / "compare" / "comparison.md").read_text()
+            text += f"\n## Per-profile comparison at {compare_rate:g} req/s\n\n{table}"
+    (out / "RESULTS.md").write_text(text)
+    plot(sweeps, target_ms, out / "ttft_vs_rate.png")
+    archive = out.with_suffix(".tar.gz")
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(out, arcname=out.name)
+    return archive
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profiles", nargs="*", default=[], help="launch profiles (names or YAML files), in order")
+    ap.add_argument("--out", type=Path, required=True, help="results directory; a .tar.gz of it is written beside it")
+    ap.add_argument("--config", type=Path, default=HERE / "workload.conf", help="the workload (a locust.conf)")
+    ap.add_argument("--slo-file", type=Path, default=HERE / "slo.yaml")
+    ap.add_argument("--rates", default="4,8,16,24", help="open-loop rates to sweep, requests/s")
+    ap.add_argument("--concurrency", type=int, default=16, help="users in the closed-loop run (0: none)")
+    ap.add_argument("--run-time", type=int, default=30, help="seconds per run")
+    ap.add_argument("--target-ms", type=float, default=200.0, help="the knee's p95 TTFT target")
+    ap.add_argument("--knee-steps", type=int, default=3, help="extra runs to bisect the knee")
+    ap.add_argument("--knee-resolution", type=float, default=1.0, help="stop bisecting below this gap, req/s")
+    ap.add_argument("--knee-max-rate", type=float, default=128.0)
+    ap.add_argument("--cross-check-rate", type=float, help="on the last profile, also run vllm bench serve here")
+    ap.add_argument("--cross-check-config", type=Path, default=HERE / "crosscheck.conf")
+    ap.add_argument("--compare-rate", type=float, help="the sweep rate whose reports `compare/` puts side by side")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--budget-s", type=float, default=540, help="start no run that would end after this")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + a.budget_s
+    rates = [float(r) for r in a.rates.split(",") if r]
+    code = 0
+    for i, name in enumerate(a.profiles):
+        profile = load_profile(name)
+        profile_name = profile.name
+        try:
+            server, info, vllm = start_server(profile, a.port)
+        except (ServerStartError, InstallError, ProfileInvalid) as e:  # a profile that does not serve is a result
+            say(f"{profile_name}: did not start: {e}")
+            (a.out / profile_name).mkdir(parents=True, exist_ok=True)
+            (a.out / profile_name / "sweep.json").write_text(
+                json.dumps(
+                    {
+                        "profile": profile_name,
+                        "runs": [],
+                        "started_at": time.time(),
+                        "did_not_start": str(e),
+                        "server_log_tail": getattr(e, "log_tail", ""),
+                    },
+                    indent=2,
+                )
+            )
+            code = 1
+            continue
+        sweep = ProfileSweep(a, profile_name, server.url, deadline)
+        started = time.time()
+        try:
+            sustained = {}
+            for rate in rates:
+                summary = sweep.open_loop(rate, "sweep")
+                if summary is not None:
+                    sustained[rate] = meets_target(summary, a.target_ms)
+            if a.concurrency:
+                sweep.closed_loop(a.concurrency)
+            knee = sweep.knee(sustained)
+            say(f"{profile_name}: knee {knee['rate']:g} req/s (first above target: {knee['unsustained_from']})")
+            check = None
+            if a.cross_check_rate and i == len(a.profiles) - 1:
+                if time.monotonic() + 2 * a.run_time + 60 < deadline:
+                    check = cross_check(a, sweep, vllm, profile)
+                else:
+                    say("  skipping the cross-check: the command's time budget is spent")
+            sweep.save({**info, "knee": knee, "cross_check": check, "started_at": started})
+        finally:
+            server.stop()
+            log = server.log_path
+            if log and log.exists():
+                (sweep.dir / "server-log-tail.txt").write_text("\n".join(log.read_text().splitlines()[-200:]) + "\n")
+    archive = write_report(a.out, a.target_ms, a.compare_rate)
+    print((a.out / "RESULTS.md").read_text())
+    say(f"archive {archive}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
