@@ -36,14 +36,14 @@ pack)
   find "$GPU_DIR/wheels-slogate" -name '*.whl' -printf '%f\n' | grep -Ev "$SKIP" \
     | while read -r w; do cp "$GPU_DIR/wheels-slogate/$w" "$GPU_DIR/stage/wheels/"; done
   "$py" "$SHARED/make_model.py" "$GPU_DIR/stage/models/qwen25-7b-dummy" --no-check
-  "$py" "$ROOT/benchmarks/gpu/awq_config.py" "$GPU_DIR/stage/models/qwen25-7b-dummy" \
+  "$py" "$ROOT/benchmarks/gpu/prepare_models.py" "$GPU_DIR/stage/models/qwen25-7b-dummy" \
     "$GPU_DIR/stage/models/qwen25-7b-awq-dummy"
   tar --format=gnu -C "$GPU_DIR/stage" -cf "$GPU_DIR/parts/slogate.tar" .
   rm -rf "$GPU_DIR/stage"
   ls -la "$GPU_DIR/parts"
   ;;
 receive)
-  mkdir -p /tmp/parts && cp "$GPU_DIR/parts/${2:?part number or slogate}.tar" /tmp/parts/ && ls -la /tmp/parts
+  mkdir -p /tmp/parts && cp "$GPU_DIR/parts/${2:?part1 .. part5 or slogate}.tar" /tmp/parts/ && ls -la /tmp/parts
   ;;
 setup)
   tar -xf /tmp/parts/part5.tar -C /tmp/parts
