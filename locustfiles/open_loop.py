@@ -74,10 +74,8 @@ class OpenLoopChatUser(SseChatUser):
         self.pool.spawn(self._send, req, self.next_at, scheduled_wall)
 
     def _send(self, req: ChatRequest, scheduled: float, scheduled_wall: float) -> None:
-        sent = time.perf_counter()
-        record = self._stream(json.dumps(req.body).encode(), StreamTimer(req.request_class, scheduled_wall, scheduled))
-        record.send_lag_us = int((sent - scheduled) * 1_000_000)
-        report_record(self.environment, record)
+        timer = StreamTimer(req.request_class, scheduled_wall, scheduled)
+        self._send_and_report(json.dumps(req.body).encode(), timer, scheduled)
 
     def on_stop(self) -> None:
         pool = getattr(self, "pool", None)

@@ -82,6 +82,21 @@ class SseChatUser(_ChatUser):
         if http is not None:
             http.close()
 
+    def _send_and_report(self, body: bytes, timer: StreamTimer, scheduled: float | None = None) -> None:
+        """Send one request and report its record. One that the end of the run stops (Locust kills
+        the greenlet past --stop-timeout) is reported as unfinished, with its TTFT if its first
+        token had come: never silently lost."""
+        sent = time.perf_counter()
+        try:
+            record = self._stream(body, timer)
+        except gevent.GreenletExit:
+            unfinished = timer.fail(ErrorKind.UNFINISHED, "in flight when the run stopped", time.perf_counter())
+            report_record(self.environment, unfinished)
+            raise
+        if scheduled is not None:
+            record.send_lag_us = int((sent - scheduled) * 1_000_000)
+        report_record(self.environment, record)
+
     def _stream(self, body: bytes, timer: StreamTimer) -> Any:
         try:
             resp = self.http.request("POST", self.path, body=body, headers=self.headers)
@@ -127,8 +142,7 @@ class ChatStreamUser(SseChatUser):
     def chat(self) -> None:
         req = self.workload.next_request(self.rng)
         body = json.dumps(req.body).encode()
-        timer = StreamTimer(req.request_class, time.time(), time.perf_counter())
-        report_record(self.environment, self._stream(body, timer))
+        self._send_and_report(body, StreamTimer(req.request_class, time.time(), time.perf_counter()))
 
 
 def _drain(resp: Any) -> None:

@@ -24,6 +24,10 @@ class ClassMetrics:
         self.requests = 0
         self.failures = 0
         self.dropped = 0  # open loop: scheduled but never sent (not a server failure)
+        # In flight when the run stopped: not failures either. Those whose first token had come
+        # count in TTFT (that figure is exact); `waiting` ones had none, so their TTFT is unknown.
+        self.unfinished = 0
+        self.unfinished_waiting = 0
         self.errors_by_kind: Counter[str] = Counter()
         self.prompt_tokens = 0
         self.output_tokens = 0
@@ -34,6 +38,13 @@ class ClassMetrics:
     def add(self, rec: RequestRecord) -> None:
         if rec.error_kind == ErrorKind.DROPPED:
             self.dropped += 1
+            return
+        if rec.error_kind == ErrorKind.UNFINISHED:
+            self.unfinished += 1
+            if rec.ttft_us is None:
+                self.unfinished_waiting += 1
+            else:
+                self.latency["ttft"].record_us(rec.ttft_us)
             return
         self.requests += 1
         end = rec.started_at + rec.e2e_us / 1e6
@@ -91,6 +102,8 @@ class ClassMetrics:
         self.requests += other.requests
         self.failures += other.failures
         self.dropped += other.dropped
+        self.unfinished += other.unfinished
+        self.unfinished_waiting += other.unfinished_waiting
         self.errors_by_kind.update(other.errors_by_kind)
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
@@ -108,6 +121,8 @@ class ClassMetrics:
             "requests": self.requests,
             "failures": self.failures,
             "dropped": self.dropped,
+            "unfinished": self.unfinished,
+            "unfinished_waiting": self.unfinished_waiting,
             "errors_by_kind": dict(self.errors_by_kind),
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
@@ -124,6 +139,8 @@ class ClassMetrics:
         m.requests = data["requests"]
         m.failures = data["failures"]
         m.dropped = data.get("dropped", 0)
+        m.unfinished = data.get("unfinished", 0)
+        m.unfinished_waiting = data.get("unfinished_waiting", 0)
         m.errors_by_kind = Counter(data.get("errors_by_kind", {}))
         m.prompt_tokens = data.get("prompt_tokens", 0)
         m.output_tokens = data.get("output_tokens", 0)
@@ -140,6 +157,8 @@ class ClassMetrics:
             requests=self.requests,
             failures=self.failures,
             dropped=self.dropped,
+            unfinished=self.unfinished,
+            unfinished_waiting=self.unfinished_waiting,
             error_rate=None if rate is None else round(rate, 6),
             errors_by_kind=dict(sorted(self.errors_by_kind.items())),
             prompt_tokens=self.prompt_tokens,

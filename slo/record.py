@@ -19,6 +19,7 @@ class ErrorKind(StrEnum):
     NO_CONTENT = "no_content"  # a complete stream that carried no token
     PROTOCOL = "protocol"  # unparseable event
     DROPPED = "dropped"  # open loop: not sent, every in-flight slot was busy at its scheduled time
+    UNFINISHED = "unfinished"  # still in flight when the run stopped (past --stop-timeout)
 
 
 def http_error_kind(status: int) -> ErrorKind:

@@ -9,7 +9,7 @@ import pytest
 from locustfiles.arrivals import arrival_gaps
 from slo.evaluate import evaluate
 from slo.metrics import MetricsStore
-from slo.record import RequestRecord
+from slo.record import ErrorKind, RequestRecord
 from slo.self_check import Saturation
 from slo.spec import parse_spec
 
@@ -79,6 +79,44 @@ def test_dropped_and_late_sends_are_counted(own_fault_server, locust_run, tmp_pa
         if "workload" in run.report
         else run.report["run"]["workload"]["open_loop"]["rate_per_user"] == 20
     )
+
+
+def test_requests_in_flight_at_the_stop_are_reported_unfinished_with_their_ttft() -> None:
+    s = store(100)
+    s.add(RequestRecord("shared", 60.0, e2e_us=900_000, ttft_us=700_000, error_kind=ErrorKind.UNFINISHED))
+    s.add(RequestRecord("shared", 61.0, e2e_us=300_000, error_kind=ErrorKind.UNFINISHED))
+    total = s.get("all")
+    assert (total.unfinished, total.unfinished_waiting, total.failures, total.requests) == (2, 1, 0, 50)
+    assert total.latency["ttft"].count == 51 and total.latency["ttft"].max_ms() == pytest.approx(700, rel=0.01)
+
+
+def test_a_pass_that_requests_still_waiting_could_overturn_is_inconclusive() -> None:
+    waiting = store(100)
+    for i in range(3):  # 3 of 53 > the p95 tail (5 %): the p95 could lie among them
+        waiting.add(RequestRecord("shared", 60.0 + i, e2e_us=300_000, error_kind=ErrorKind.UNFINISHED))
+    verdict = evaluate(SPEC, waiting)
+    assert verdict.status == "inconclusive" and verdict.results[0].result == "undetermined"
+    assert "3 requests were still waiting for their first token" in verdict.reasons[0]
+    assert evaluate(SPEC, store(100)).status == "pass"  # none waiting: the pass stands
+    assert evaluate(SPEC, store(400)).status == "fail"
+
+
+@pytest.mark.parametrize(("locustfile", "extra"), [("chat_open_loop.py", ["--arrival-rate", "2"]), ("chat.py", [])])
+def test_the_end_of_the_run_never_loses_a_request_in_flight(
+    own_fault_server, locust_run, locustfile: str, extra: list[str]
+) -> None:
+    url, _ = own_fault_server
+    run = locust_run(
+        url, "-f", str(ROOT / "locustfiles" / locustfile), "-u", "2", "-r", "2", "-t", "3s", *extra,
+        "--model", "ttft_ms=100,tokens=100,itl_ms=100", "--shared-prefix-tokens", "20",
+    )  # fmt: skip
+    total = run.report["metrics"]["all"]
+    # Each answer takes ~10 s, the run 3 s: every request is still streaming when it stops.
+    assert total["requests"] == 0 and total["unfinished"] >= 2
+    # Those sent in the last 100 ms had no first token yet; every other one has its exact TTFT.
+    assert total["ttft_ms"]["count"] == total["unfinished"] - total["unfinished_waiting"] >= 2
+    assert total["ttft_ms"]["p50"] >= 100
+    assert "Unfinished (in flight when the run stopped; not failures)" in run.stdout
 
 
 def test_a_starved_generator_is_inconclusive_not_a_server_failure(fault_server, locust_run, tmp_path: Path) -> None:
