@@ -13,6 +13,7 @@ import itertools
 import json
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,7 +29,7 @@ from locustfiles.timer import StreamTimer
 from locustfiles.workload import Workload
 from slo.listener import report_record
 from slo.locust_plugin import abort_run, note_workload
-from slo.record import ErrorKind, http_error_kind
+from slo.record import ErrorKind, RequestRecord, http_error_kind
 
 CHAT_PATH = "/v1/chat/completions"
 _user_numbers = itertools.count()
@@ -50,6 +51,21 @@ class _ChatUser(User):
         self.base_url = (self.host or self.environment.host).rstrip("/")
         worker = getattr(self.environment.runner, "worker_index", 0)
         self.rng = random.Random(f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}")
+
+    def _report(self, timer: StreamTimer, stream: Callable[[], RequestRecord], scheduled: float | None = None) -> None:
+        """Run one request (`stream`) and report its record. One that the end of the run stops
+        (Locust kills the greenlet past --stop-timeout) is reported as unfinished, with its TTFT
+        if its first token had come: never silently lost. `scheduled` (open loop) gives the send lag."""
+        sent = time.perf_counter()
+        try:
+            record = stream()
+        except gevent.GreenletExit:
+            unfinished = timer.fail(ErrorKind.UNFINISHED, "in flight when the run stopped", time.perf_counter())
+            report_record(self.environment, unfinished)
+            raise
+        if scheduled is not None:
+            record.send_lag_us = int((sent - scheduled) * 1_000_000)
+        report_record(self.environment, record)
 
 
 class SseChatUser(_ChatUser):
@@ -83,19 +99,7 @@ class SseChatUser(_ChatUser):
             http.close()
 
     def _send_and_report(self, body: bytes, timer: StreamTimer, scheduled: float | None = None) -> None:
-        """Send one request and report its record. One that the end of the run stops (Locust kills
-        the greenlet past --stop-timeout) is reported as unfinished, with its TTFT if its first
-        token had come: never silently lost."""
-        sent = time.perf_counter()
-        try:
-            record = self._stream(body, timer)
-        except gevent.GreenletExit:
-            unfinished = timer.fail(ErrorKind.UNFINISHED, "in flight when the run stopped", time.perf_counter())
-            report_record(self.environment, unfinished)
-            raise
-        if scheduled is not None:
-            record.send_lag_us = int((sent - scheduled) * 1_000_000)
-        report_record(self.environment, record)
+        self._report(timer, lambda: self._stream(body, timer), scheduled)
 
     def _stream(self, body: bytes, timer: StreamTimer) -> Any:
         try:

@@ -16,7 +16,6 @@ from locust import task
 from locustfiles import options
 from locustfiles.timer import StreamTimer
 from locustfiles.users import _ChatUser
-from slo.listener import report_record
 from slo.record import ErrorKind, RequestRecord, http_error_kind
 
 _NON_STANDARD_FIELDS = ("ignore_eos",)  # vLLM extensions the SDK only sends through extra_body
@@ -47,7 +46,7 @@ class OpenAIChatUser(_ChatUser):
         body = dict(req.body)
         extra = {k: body.pop(k) for k in _NON_STANDARD_FIELDS if k in body}
         timer = StreamTimer(req.request_class, time.time(), time.perf_counter())
-        report_record(self.environment, self._stream(body, extra, timer))
+        self._report(timer, lambda: self._stream(body, extra, timer))
 
     def _stream(self, body: dict[str, Any], extra: dict[str, Any], timer: StreamTimer) -> RequestRecord:
         perf = time.perf_counter

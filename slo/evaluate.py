@@ -13,7 +13,6 @@ from slo.spec import Objective, SloSpec
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 INSUFFICIENT = "insufficient_data"
-UNDETERMINED = "undetermined"  # a pass that requests still waiting at the stop could overturn
 
 
 @dataclass(slots=True)
@@ -21,7 +20,7 @@ class ObjectiveResult:
     objective: Objective
     observed: float | None
     samples: int
-    result: str  # pass | fail | insufficient_data | undetermined
+    result: str  # pass | fail | insufficient_data
 
 
 @dataclass(slots=True)
@@ -52,16 +51,6 @@ def observe(
     return value, cm.requests
 
 
-def unknown_tail(objective: Objective, metrics: MetricsStore, samples: int) -> int:
-    """How many requests of the objective's class were still waiting for their first token when
-    the run stopped, if that is more than the percentile's tail (else 0): their TTFT is unknown
-    and could lie above the target, so a pass cannot be told from a fail."""
-    if objective.metric != "ttft" or objective.percentile is None:
-        return 0
-    waiting = metrics.get(objective.request_class).unfinished_waiting
-    return waiting if waiting > (100 - objective.percentile) / 100 * (samples + waiting) else 0
-
-
 def _explained_by(result: ObjectiveResult, saturation: Saturation) -> bool:
     """Could the client's delay alone have caused this failure? A latency that would meet its
     target without the delay, or a throughput floor a starved client could not reach, yes;
@@ -89,8 +78,6 @@ def evaluate(
             outcome = INSUFFICIENT
         elif (obj.max is not None and value > obj.max) or (obj.min is not None and value < obj.min):
             outcome = FAIL
-        elif unknown_tail(obj, metrics, samples):
-            outcome = UNDETERMINED
         else:
             outcome = PASS
         results.append(ObjectiveResult(obj, value, samples, outcome))
@@ -110,18 +97,11 @@ def evaluate(
                 for r in short
             )
         )
-    for r in results:
-        if r.result == UNDETERMINED:
-            reasons.append(
-                f"{r.objective.name}: {unknown_tail(r.objective, metrics, r.samples)} requests were still waiting for "
-                "their first token when the run stopped, more than its tail: the pass could be a fail "
-                "(raise --stop-timeout so that they finish)"
-            )
     if run_problems or doubtful:
         status = INCONCLUSIVE
     elif any(r.result == FAIL for r in results):
         status = FAIL
-    elif short or any(r.result == UNDETERMINED for r in results):
+    elif short:
         status = INCONCLUSIVE
     else:
         status = PASS

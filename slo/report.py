@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from xml.etree import ElementTree as ET
 
-from slo.evaluate import FAIL, INSUFFICIENT, UNDETERMINED, Verdict
+from slo.evaluate import FAIL, INSUFFICIENT, Verdict
 from slo.metrics import MetricsStore
 
 SCHEMA = "slogate.report/1"
@@ -156,8 +156,9 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append("Failures by kind: " + ", ".join(f"{k} {v}" for k, v in errors.items()) + ".")
         if total.get("unfinished"):
             lines.append(
-                f"Unfinished (in flight when the run stopped; not failures): {total['unfinished']}, "
-                f"{total['unfinished_waiting']} of them still waiting for their first token."
+                f"Unfinished (in flight when the run stopped; not failures): {total['unfinished']}; "
+                f"{total['unfinished_waiting']} were still waiting for their first token and count in TTFT "
+                "with the time they had waited (a lower bound)."
             )
     server = report.get("server")
     if server and server.get("available"):
@@ -184,7 +185,7 @@ def render_junit(report: dict[str, Any]) -> str:
         tests=str(max(len(slos), 1)),
         failures=str(sum(s["result"] == FAIL for s in slos)),
         errors=str(0 if slos else 1),
-        skipped=str(sum(s["result"] in (INSUFFICIENT, UNDETERMINED) for s in slos)),
+        skipped=str(sum(s["result"] == INSUFFICIENT for s in slos)),
     )
     if not slos:
         case = ET.SubElement(suite, "testcase", classname="slogate", name="run")
@@ -195,7 +196,7 @@ def render_junit(report: dict[str, Any]) -> str:
         message = f"{s['objective']}: observed {observed} over {s['samples']} samples"
         if s["result"] == FAIL:
             ET.SubElement(case, "failure", message=message)
-        elif s["result"] in (INSUFFICIENT, UNDETERMINED):
+        elif s["result"] == INSUFFICIENT:
             ET.SubElement(case, "skipped", message=message)
         else:
             ET.SubElement(case, "system-out").text = message
