@@ -35,6 +35,10 @@ pack)
       -d "$GPU_DIR/wheels-slogate" "${reqs[@]}" 2>&1 | grep -v "^WARNING: Location" || true)
   find "$GPU_DIR/wheels-slogate" -name '*.whl' -printf '%f\n' | grep -Ev "$SKIP" \
     | while read -r w; do cp "$GPU_DIR/wheels-slogate/$w" "$GPU_DIR/stage/wheels/"; done
+  # vLLM 0.20 imports compressed-tensors to resolve any quantization config (tuned-awq); the
+  # recipe's bundle lacks it and its one missing dependency, loguru.
+  "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}" \
+      -d "$GPU_DIR/stage/wheels" compressed-tensors==0.15.0.1 loguru 2>&1 | grep -v "^WARNING: Location" || true
   "$py" "$SHARED/make_model.py" "$GPU_DIR/stage/models/qwen25-7b-dummy" --no-check
   "$py" "$ROOT/benchmarks/gpu/prepare_models.py" "$GPU_DIR/stage/models/qwen25-7b-dummy" \
     "$GPU_DIR/stage/models/qwen25-7b-awq-dummy"
