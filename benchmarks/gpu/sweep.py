@@ -450,7 +450,9 @@ def main() -> int:
             server.stop()
             log = server.log_path
             if log and log.exists():
-                (sweep.dir / "server-log-tail.txt").write_text("\n".join(log.read_text().splitlines()[-200:]) + "\n")
+                lines = log.read_text().splitlines()  # the head has the engine's choices (kernels, KV size)
+                (sweep.dir / "server-log-head.txt").write_text("\n".join(lines[:150]) + "\n")
+                (sweep.dir / "server-log-tail.txt").write_text("\n".join(lines[-200:]) + "\n")
     archive = write_report(a.out, a.target_ms, a.compare_rate)
     print((a.out / "RESULTS.md").read_text())
     say(f"archive {archive}")
