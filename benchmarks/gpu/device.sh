@@ -2,7 +2,7 @@
 # The GPU benchmark's steps, here and on the lent H200 (no network there; see README.md beside).
 #
 #   bash benchmarks/gpu/device.sh pack          # here, once: vLLM 0.20 bundle + slogate's wheels + models
-#   bash benchmarks/gpu/device.sh receive K     # on the GPU, parts 1..5 then "slogate", back to back
+#   bash benchmarks/gpu/device.sh receive partK # on the GPU, part1 .. part5 then "slogate", back to back
 #   bash benchmarks/gpu/device.sh setup         # on the GPU: install, check, place the model directories
 #   bash benchmarks/gpu/device.sh sweep ARGS    # on the GPU: benchmarks/gpu/sweep.py with ARGS, tar to $OUT
 set -euo pipefail
