@@ -75,8 +75,11 @@ def render_markdown(reports: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_ttft(reports: dict[str, dict[str, Any]], out: Path) -> Path | None:
-    """Percentile curves of TTFT per profile and class; None when matplotlib is not installed."""
+def plot_by_class(
+    out: Path, draw: Callable[[Any, str], None], title: str, xlabel: str, ylabel: str, target_ms: float = 200.0
+) -> Path | None:
+    """One panel per prefix class (shared, unique) on a shared log-scale latency axis, with the
+    target as a dashed line; `draw(ax, cls)` plots the lines. None when matplotlib is missing."""
     try:
         import matplotlib
 
@@ -84,26 +87,34 @@ def plot_ttft(reports: dict[str, dict[str, Any]], out: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    percentiles = [p / 10 for p in range(1, 1000)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, cls in zip(axes, ("shared", "unique"), strict=True):
-        for profile, report in reports.items():
-            encoded = report.get("histograms", {}).get(cls, {}).get("ttft")
-            if not encoded:
-                continue
-            h = LatencyHistogram.decode(encoded)
-            ax.plot(percentiles, [h.percentile_ms(p) for p in percentiles], label=profile)
-        ax.axhline(200, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_title(f"TTFT, {cls} prefixes")
-        ax.set_xlabel("percentile")
+        draw(ax, cls)
+        ax.axhline(target_ms, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(f"{title}, {cls} prefixes")
+        ax.set_xlabel(xlabel)
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
         ax.legend()
-    axes[0].set_ylabel("TTFT (ms, log scale); dashed: 200 ms")
+    axes[0].set_ylabel(f"{ylabel} (ms, log scale); dashed: {target_ms:g} ms")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def plot_ttft(reports: dict[str, dict[str, Any]], out: Path) -> Path | None:
+    """Percentile curves of TTFT per profile and class, from the reports' histograms."""
+    percentiles = [p / 10 for p in range(1, 1000)]
+
+    def draw(ax: Any, cls: str) -> None:
+        for profile, report in reports.items():
+            encoded = report.get("histograms", {}).get(cls, {}).get("ttft")
+            if encoded:
+                h = LatencyHistogram.decode(encoded)
+                ax.plot(percentiles, [h.percentile_ms(p) for p in percentiles], label=profile)
+
+    return plot_by_class(out, draw, "TTFT", "percentile", "TTFT")
 
 
 def write_comparison(reports: dict[str, dict[str, Any]], out_dir: Path) -> dict[str, Path | None]:

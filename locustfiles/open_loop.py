@@ -89,7 +89,8 @@ class OpenLoopChatUser(SseChatUser):
         gevent.sleep(0)  # the send goes out now, before this greenlet builds the next request
 
     def _send(self, request_class: str, body: bytes, scheduled: float, scheduled_wall: float) -> None:
-        self._send_and_report(body, StreamTimer(request_class, scheduled_wall, scheduled), scheduled)
+        timer = StreamTimer(request_class, scheduled_wall, scheduled)
+        self._report(timer, lambda: self._stream(body, timer), scheduled)
 
     def on_stop(self) -> None:
         pool = getattr(self, "pool", None)

@@ -98,9 +98,6 @@ class SseChatUser(_ChatUser):
         if http is not None:
             http.close()
 
-    def _send_and_report(self, body: bytes, timer: StreamTimer, scheduled: float | None = None) -> None:
-        self._report(timer, lambda: self._stream(body, timer), scheduled)
-
     def _stream(self, body: bytes, timer: StreamTimer) -> Any:
         try:
             resp = self.http.request("POST", self.path, body=body, headers=self.headers)
@@ -146,7 +143,8 @@ class ChatStreamUser(SseChatUser):
     def chat(self) -> None:
         req = self.workload.next_request(self.rng)
         body = json.dumps(req.body).encode()
-        self._send_and_report(body, StreamTimer(req.request_class, time.time(), time.perf_counter()))
+        timer = StreamTimer(req.request_class, time.time(), time.perf_counter())
+        self._report(timer, lambda: self._stream(body, timer))
 
 
 def _drain(resp: Any) -> None:

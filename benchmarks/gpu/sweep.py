@@ -35,7 +35,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 from ttft_accuracy import VLLM_BENCH  # noqa: E402
 
 from launch import launcher  # noqa: E402
-from launch.compare import write_comparison  # noqa: E402
+from launch.compare import plot_by_class, write_comparison  # noqa: E402
 from launch.installation import InstallError, VllmInstall  # noqa: E402
 from launch.profile import Profile, load_profile  # noqa: E402
 from launch.server import ServerProcess, ServerStartError  # noqa: E402
@@ -262,22 +262,18 @@ def load_sweeps(out: Path) -> dict[str, dict[str, Any]]:
     return dict(sorted(found.items(), key=lambda kv: kv[1].get("started_at", 0)))
 
 
+def _table_head(load: str) -> list[str]:
+    cells = ["profile", load, "requests", "TTFT p50 shared / unique", "TTFT p95 shared / unique", "TTFT p95 all",
+             "TPOT p50", "out tok/s", "prefix-cache hits", "verdict"]  # fmt: skip
+    return ["| " + " | ".join(cells) + " |", "|---" * len(cells) + "|"]
+
+
 def render(sweeps: dict[str, dict[str, Any]], target_ms: float) -> str:
-    lines = ["## Open-loop sweep (Poisson arrivals, latency from the scheduled send)", ""]
-    lines += [
-        "| profile | rate (req/s) | requests | TTFT p50 shared / unique | TTFT p95 shared / unique | TTFT p95 all "
-        "| TPOT p50 | out tok/s | prefix-cache hits | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    lines = ["## Open-loop sweep (Poisson arrivals, latency from the scheduled send)", "", *_table_head("rate (req/s)")]
     for name, s in sweeps.items():
         for run in sorted((r for r in s["runs"] if r["rate"] is not None), key=lambda r: r["rate"]):
             lines.append(_row(name, f"{run['rate']:g}" + (" (knee search)" if run["kind"] == "knee" else ""), run))
-    lines += ["", "## Closed loop (N users, each waits for its answer)", ""]
-    lines += [
-        "| profile | users | requests | TTFT p50 shared / unique | TTFT p95 shared / unique | TTFT p95 all "
-        "| TPOT p50 | out tok/s | prefix-cache hits | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    lines += ["", "## Closed loop (N users, each waits for its answer)", "", *_table_head("users")]
     for name, s in sweeps.items():
         for run in (r for r in s["runs"] if r["kind"] == "closed"):
             lines.append(_row(name, str(run["users"]), run))
@@ -328,15 +324,8 @@ def _row(name: str, load: str, run: dict[str, Any]) -> str:
 
 def plot(sweeps: dict[str, dict[str, Any]], target_ms: float, out: Path) -> Path | None:
     """p95 TTFT against the offered rate, per profile and class, with the target line."""
-    try:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, cls in zip(axes, ("shared", "unique"), strict=True):
+    def draw(ax: Any, cls: str) -> None:
         for name, s in sweeps.items():
             points = sorted(
                 (r["rate"], r["summary"][cls]["ttft_ms"]["p95"])
@@ -345,17 +334,8 @@ def plot(sweeps: dict[str, dict[str, Any]], target_ms: float, out: Path) -> Path
             )
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=name)
-        ax.axhline(target_ms, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_title(f"p95 TTFT, {cls} prefixes")
-        ax.set_xlabel("offered load (requests/s, Poisson)")
-        ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    axes[0].set_ylabel(f"p95 TTFT (ms, log); dashed: {target_ms:g} ms")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+
+    return plot_by_class(out, draw, "p95 TTFT", "offered load (requests/s, Poisson)", "p95 TTFT", target_ms)
 
 
 def write_report(out: Path, target_ms: float, compare_rate: float | None) -> Path:
