@@ -1,5 +1,8 @@
 """CPU cost per streamed chunk of slogate's two users, measured side by side in one run.
 
+The raw SSE user also runs without the kernel's receive stamps (plain `recv` instead of
+`recvmsg`), to show what those cost.
+
 Each user streams REQUESTS responses of TOKENS chunks from the local fault server (a separate
 process, so only the client's CPU is counted) as fast as the server sends them. Rounds alternate
 the users, and the medians over rounds are reported with their ratio.
@@ -22,6 +25,7 @@ from pathlib import Path
 from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
+from unstamped_users import UnstampedChatStreamUser
 
 import locustfiles.options  # noqa: F401
 from locustfiles.users import ChatStreamUser
@@ -57,21 +61,23 @@ def main() -> None:
     )
     assert server.stdout is not None
     host = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
-    results: dict[str, list[float]] = {"ChatStreamUser": [], "OpenAIChatUser": []}
+    classes = (ChatStreamUser, UnstampedChatStreamUser, OpenAIChatUser)
+    results: dict[str, list[float]] = {cls.__name__: [] for cls in classes}
     try:
         for _ in range(a.rounds):
-            for cls in (ChatStreamUser, OpenAIChatUser):
+            for cls in classes:
                 results[cls.__name__].append(cpu_us_per_chunk(cls, host, a.requests, a.tokens))
     finally:
         server.terminate()
-    raw, sdk = (statistics.median(results[k]) for k in ("ChatStreamUser", "OpenAIChatUser"))
+    raw, unstamped, sdk = (statistics.median(results[cls.__name__]) for cls in classes)
     print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}")
     print(f"{a.rounds} rounds x {a.requests} requests x {a.tokens} chunks per user\n")
     print("| user | client CPU per chunk (median) | chunks/s one core can parse |")
     print("|---|---|---|")
     print(f"| ChatStreamUser (raw SSE) | {raw:.1f} us | {1e6 / raw:,.0f} |")
+    print(f"| ChatStreamUser without receive stamps | {unstamped:.1f} us | {1e6 / unstamped:,.0f} |")
     print(f"| OpenAIChatUser (openai SDK) | {sdk:.1f} us | {1e6 / sdk:,.0f} |")
-    print(f"\nSDK / raw CPU ratio: {sdk / raw:.1f}x")
+    print(f"\nSDK / raw CPU ratio: {sdk / raw:.1f}x; receive stamps / none: {raw / unstamped:.2f}x")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ class StreamTimer:
         self.completion: int | None = None
         self.cached: int | None = None
 
+    def sent(self, now: float) -> None:
+        """Restart the clock as the request leaves, for clients (the openai SDK) that spend
+        milliseconds preparing it after the timer was started."""
+        self._t0 = now
+
     def token(self, now: float) -> None:
         if self._first is None:
             self._first = now

@@ -23,6 +23,7 @@ from geventhttpclient.response import HTTPParseError
 from locust import User, constant, task
 
 from locustfiles import options
+from locustfiles.rx_timestamps import TimestampedSocket, timestamped_socket
 from locustfiles.server import TargetError
 from locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError, apply_chat_event
 from locustfiles.timer import StreamTimer
@@ -90,6 +91,8 @@ class SseChatUser(_ChatUser):
             network_timeout=timeout,
             concurrency=self.concurrency,
         )
+        # Every connection stamps its reads with the kernel's arrival time (rx_timestamps).
+        self.http._connection_pool._create_tcp_socket = timestamped_socket
         self.path = url.path.rstrip("/") + CHAT_PATH
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **options.auth_headers()}
 
@@ -115,15 +118,15 @@ class SseChatUser(_ChatUser):
                 )
             parser = SseParser()
             readline = resp.readline
-            perf = time.perf_counter
+            arrived = _arrival_clock(resp)
             while line := readline(b"\n"):
-                now = perf()
+                now = arrived()
                 for payload in parser.feed(line):
                     if apply_chat_event(payload, timer, now):
                         record = timer.finish(now)
                         _drain(resp)
                         return record
-            return timer.fail(ErrorKind.TRUNCATED, "stream ended before data: [DONE]", perf())
+            return timer.fail(ErrorKind.TRUNCATED, "stream ended before data: [DONE]", time.perf_counter())
         except TimeoutError:
             return timer.fail(ErrorKind.TIMEOUT, "stream stalled past the request timeout", time.perf_counter())
         except StreamErrorEvent as e:
@@ -145,6 +148,15 @@ class ChatStreamUser(SseChatUser):
         body = json.dumps(req.body).encode()
         timer = StreamTimer(req.request_class, time.time(), time.perf_counter())
         self._report(timer, lambda: self._stream(body, timer))
+
+
+def _arrival_clock(resp: Any) -> Callable[[], float]:
+    """When the line `readline` just returned had arrived: the socket's receive stamp where the
+    connection has one (geventhttpclient keeps the socket in `_sock`), else the time of parsing."""
+    sock = getattr(resp, "_sock", None)
+    if isinstance(sock, TimestampedSocket):
+        return lambda: sock.received_at
+    return time.perf_counter
 
 
 def _drain(resp: Any) -> None:

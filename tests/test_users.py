@@ -1,8 +1,10 @@
 """The streaming users against the fault server: TTFT truth, and every failure counted by kind."""
 
 import statistics
+import time
 from typing import Any
 
+import gevent
 import pytest
 from locust.argument_parser import parse_options
 from locust.env import Environment
@@ -52,6 +54,45 @@ def test_ttft_is_the_first_content_chunk_not_the_role_chunk(fault_server: str, u
         assert rec.ok, rec.error_message
         assert rec.completion_tokens == 4 and len(rec.itl_us) == 3
         assert all(4_000 <= gap < 40_000 for gap in rec.itl_us)
+
+
+def test_ttft_is_when_the_token_arrived_not_when_a_busy_client_parsed_it(fault_server: str) -> None:
+    """A client core busy elsewhere reads the first token late; the kernel's receive stamp keeps
+    that wait out of the server's TTFT (locustfiles/rx_timestamps.py)."""
+    h = Harness(ChatStreamUser, fault_server, "ttft_ms=100,tokens=2,itl_ms=5")
+    h.call(1)  # connected and warm
+
+    def hog_the_event_loop() -> None:
+        gevent.sleep(0.03)  # the request is out; now nothing else runs for 400 ms
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end:
+            pass
+
+    hog = gevent.spawn(hog_the_event_loop)
+    started = time.perf_counter()
+    rec = h.call(1)[-1]
+    hog.join()
+    assert time.perf_counter() - started >= 0.43  # the stream really was parsed after the stall
+    assert rec.ok, rec.error_message
+    assert 100_000 <= rec.ttft_us < 300_000, rec.ttft_us
+
+
+def test_sdk_ttft_starts_when_the_request_leaves_not_while_the_sdk_prepares_it(
+    fault_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openai.resources.chat.completions import Completions
+
+    create = Completions.create
+
+    def slow_to_prepare(self: Completions, *args: Any, **kwargs: Any) -> Any:
+        gevent.sleep(0.3)  # client-side work before anything is sent
+        return create(self, *args, **kwargs)
+
+    monkeypatch.setattr(Completions, "create", slow_to_prepare)
+    rec = Harness(OpenAIChatUser, fault_server, "ttft_ms=100,tokens=2,itl_ms=5").call(1)[-1]
+    assert rec.ok, rec.error_message
+    assert 100_000 <= rec.ttft_us < 300_000, rec.ttft_us
+    assert rec.e2e_us < 300_000, rec.e2e_us
 
 
 def test_locust_stats_get_ttft_and_e2e_entries_per_class(fault_server: str) -> None:
