@@ -1,10 +1,20 @@
-"""Capacity of one load-generator core: the highest rate at which the client's TTFT stays
-within 1 ms (p99) of the server's ground truth. slogate's raw SSE user (open loop), its openai-SDK
-user (closed loop, as many users as keep the rate) and `vllm bench serve`'s asyncio client are
-measured side by side, at the same rates, against the same fault server; the client is pinned to
-one core and the server to another.
+"""Capacity of one load-generator core: the highest rate at which the client's TTFT error stays
+under 1 ms at p99. slogate's raw SSE user (open loop, with and without kernel receive stamps),
+its openai-SDK user (closed loop, as many users as keep the rate) and `vllm bench serve`'s
+asyncio client are measured side by side, at the same rates, against the same fault server;
+the client is pinned to one core and the server to another.
 
     .venv/bin/python benchmarks/capacity.py [--rates 20,50,100,200,400] [--tokens 50] [--seconds 8]
+
+Errors shown:
+- p99 difference: the client's TTFT p99 minus the server's own (first write minus the moment its
+  handler saw the request). Works for every client, but mixes in the server's tail.
+- per request (slogate's open-loop runs, which trace every request; benchmarks/bench_users.py):
+  each request is paired with the server's log of it (body digest), and, the two sharing one wall
+  clock, split into the send lag (actual send minus schedule) and the read delay (the client's
+  first-token time minus the server's write of it). Their sum is all the client adds to a TTFT;
+  capacity is judged on its p99. The rest of a TTFT (request transit, the server's queue, its
+  work) is the server side's, which is what a load test is for.
 
 The server sends no role-only chunk here (role_first=0), so `vllm bench serve` 0.32's TTFT,
 which stops at the first chunk, is comparable.
@@ -20,40 +30,80 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from math import nan
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from ttft_accuracy import VLLM_BENCH, VLLM_PYTHON, percentile, start_truth_server  # noqa: E402
 
 
-def truth_p99(log: Path, since: float) -> tuple[float, int]:
+@dataclass
+class Point:
+    rate: float
+    client: str
+    p99: float | None  # the client's own TTFT p99
+    truth_p99: float  # the server's, over the same window
+    requests: int
+    send_lags: list[float] = field(default_factory=list)  # per paired request (ms)
+    read_delays: list[float] = field(default_factory=list)  # the same requests, same order (ms)
+
+    @property
+    def difference(self) -> float | None:
+        return None if self.p99 is None else self.p99 - self.truth_p99
+
+    @property
+    def client_added(self) -> list[float]:
+        return [lag + read for lag, read in zip(self.send_lags, self.read_delays, strict=True)]
+
+
+def truth_rows(log: Path, since: float) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    vals = [
-        (r["first_content_at"] - r["arrived"]) * 1000 for r in rows if r["arrived"] >= since and r["first_content_at"]
-    ]
-    return (percentile(vals, 99) if vals else float("nan")), len(vals)
+    return [r for r in rows if r["arrived"] >= since and r["first_content_at"]]
 
 
-def slogate(host: str, model: str, locust_args: list[str], seconds: int, out: Path, core: str) -> float | None:
+def pair(trace: Path, rows: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """Send lags and read delays (ms) of the traced requests that have exactly one partner in the
+    server's log: same body digest, arrival within 50 ms of the send (runs repeat bodies: same seed)."""
+    by_digest: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_digest.setdefault(r["digest"], []).append(r)
+    traced = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
+    lags, reads = [], []
+    for t in traced:
+        if t["ttft_us"] is None:
+            continue
+        lag = (t["send_lag_us"] or 0) / 1e6
+        near = [r for r in by_digest.get(t["digest"], []) if abs(r["arrived"] - t["started_at"] - lag) < 0.05]
+        if len(near) == 1:
+            first_token_seen = t["started_at"] + t["ttft_us"] / 1e6  # started_at is the schedule
+            lags.append(lag * 1000)
+            reads.append((first_token_seen - near[0]["first_content_at"]) * 1000)
+    return lags, reads
+
+
+def slogate(
+    host: str, model: str, locust_args: list[str], seconds: int, out: Path, core: str, trace: Path | None = None
+) -> float | None:
+    env = {**os.environ, "SLOGATE_TRACE": str(trace)} if trace else None
+    out.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         ["taskset", "-c", core, sys.executable, "-m", "locust", "--headless", "--host", host, "-t", f"{seconds}s",
          "--model", model, "--shared-prefix-tokens", "20", "--no-prime-prefixes", "--only-summary",
          "--slo-report-dir", str(out), "--server-metrics-interval", "0", *locust_args],
-        capture_output=True, check=False,
+        capture_output=True, check=False, env=env,
     )  # fmt: skip
     report = json.loads((out / "slo-report.json").read_text())
     return report["metrics"]["all"]["ttft_ms"]["p99"]
 
 
-def open_loop_args(rate: float, locustfile: Path = ROOT / "locustfiles" / "chat_open_loop.py") -> list[str]:
+def traced_open_loop_args(rate: float, user_class: str) -> list[str]:
     users = max(1, round(rate / 25))
-    return ["-f", str(locustfile), "-u", str(users), "-r", str(users), "--arrival-rate", str(rate / users),
-            "--max-in-flight", "512"]  # fmt: skip
-
-
-def unstamped_args(rate: float) -> list[str]:
-    return [*open_loop_args(rate, ROOT / "benchmarks" / "unstamped_users.py"), "UnstampedOpenLoopChatUser"]
+    return ["-f", str(ROOT / "benchmarks" / "bench_users.py"), user_class, "-u", str(users), "-r", str(users),
+            "--arrival-rate", str(rate / users), "--max-in-flight", "512"]  # fmt: skip
 
 
 def closed_loop_sdk_args(rate: float, stream_s: float) -> list[str]:
@@ -90,14 +140,16 @@ def main() -> None:
     server, host = start_truth_server(log, server_core)
     model = f"role_first=0,ttft_ms={a.ttft_ms:g},tokens={a.tokens},itl_ms={a.itl_ms:g}"
     stream_s = (a.ttft_ms + a.tokens * a.itl_ms) / 1000
-    clients = {
-        "slogate ChatStreamUser (open loop)": lambda rate, out: slogate(
-            host, model, open_loop_args(rate), a.seconds, out, client_core
-        ),
-        "slogate ChatStreamUser (open loop), no receive stamps": lambda rate, out: slogate(
-            host, model, unstamped_args(rate), a.seconds, out, client_core
-        ),
-        "slogate OpenAIChatUser (SDK, closed loop)": lambda rate, out: slogate(
+
+    def traced(user_class: str) -> Callable[[float, Path], float | None]:
+        return lambda rate, out: slogate(
+            host, model, traced_open_loop_args(rate, user_class), a.seconds, out, client_core, out / "trace"
+        )
+
+    clients: dict[str, Callable[[float, Path], float | None]] = {
+        "slogate open loop": traced("TracedOpenLoopChatUser"),
+        "slogate open loop, no receive stamps": traced("TracedUnstampedOpenLoopChatUser"),
+        "slogate SDK user (closed loop)": lambda rate, out: slogate(
             host, model, closed_loop_sdk_args(rate, stream_s), a.seconds, out, client_core
         ),
     }
@@ -105,34 +157,60 @@ def main() -> None:
         clients["vllm bench serve 0.32"] = lambda rate, out: vllm_bench(
             VLLM_PYTHON, host, model, rate, a.seconds, client_core
         )
-    rows = []
+    points = []
     try:
         for rate in (float(r) for r in a.rates.split(",")):
             for i, (name, run) in enumerate(clients.items()):
                 since = time.time()
-                got = run(rate, tmp / f"{i}-{rate:g}")
-                truth, n = truth_p99(log, since)
-                rows.append((rate, name, got, truth, n))
+                out = tmp / f"{i}-{rate:g}"
+                got = run(rate, out)
+                rows = truth_rows(log, since)
+                truth = percentile([(r["first_content_at"] - r["arrived"]) * 1000 for r in rows], 99) if rows else nan
+                points.append(Point(rate, name, got, truth, len(rows), *pair(out / "trace", rows)))
     finally:
         server.terminate()
     print(f"client pinned to core {client_core}, server to core {server_core}; {a.tokens} chunks/response, "
           f"{a.itl_ms:g} ms apart; true TTFT {a.ttft_ms:g} ms\n")  # fmt: skip
-    print("| req/s | chunks/s | client | client TTFT p99 | server truth p99 | error p99 | requests |")
-    print("|---|---|---|---|---|---|---|")
-    for rate, name, got, truth, n in rows:
-        err = "-" if got is None else f"{got - truth:+.1f} ms"
-        shown = "-" if got is None else f"{got:.1f}"
-        print(f"| {rate:g} | {rate * a.tokens:,.0f} | {name} | {shown} | {truth:.1f} | {err} | {n} |")
-    print("\nCapacity (the highest rate measured with p99 error < 1 ms, and every lower rate too):")
+    print(
+        "| req/s | chunks/s | client | TTFT p99 client / server | p99 difference | send lag p50 / p99 "
+        "| read delay p50 / p99 | client-added p50 / p99 | requests (paired) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for pt in points:
+        print(" | ".join([f"| {pt.rate:g}", f"{pt.rate * a.tokens:,.0f}", pt.client, *cells(pt)]) + " |")
+    print("\nCapacity (the highest rate at which it, and every lower rate measured, kept the p99 under 1 ms):")
     for name in clients:
-        print(f"- {name}: {capacity([(rate, got, truth) for rate, n_, got, truth, _ in rows if n_ == name])}")
+        mine = [pt for pt in points if pt.client == name]
+        by_difference = capacity([(pt.rate, pt.difference) for pt in mine])
+        if not any(pt.send_lags for pt in mine):
+            print(f"- {name}: by the p99 difference {by_difference}")
+            continue
+        by_added = capacity([(pt.rate, p99(pt.client_added)) for pt in mine])
+        by_read = capacity([(pt.rate, p99(pt.read_delays)) for pt in mine])
+        print(f"- {name}: by the p99 difference {by_difference}; by the client-added p99 {by_added}; "
+              f"by the read delay p99 {by_read}")  # fmt: skip
 
 
-def capacity(points: list[tuple[float, float | None, float]]) -> str:
+def p99(values: list[float]) -> float | None:
+    return percentile(values, 99) if values else None
+
+
+def cells(pt: Point) -> list[str]:
+    def p50_p99(values: list[float]) -> str:
+        return f"{percentile(values, 50):.2f} / {percentile(values, 99):.2f} ms" if values else "-"
+
+    own = "-" if pt.p99 is None else f"{pt.p99:.1f} / {pt.truth_p99:.1f}"
+    diff = "-" if pt.difference is None else f"{pt.difference:+.1f} ms"
+    paired = f" ({len(pt.send_lags)})" if pt.send_lags else ""
+    return [own, diff, p50_p99(pt.send_lags), p50_p99(pt.read_delays), p50_p99(pt.client_added),
+            f"{pt.requests}{paired}"]  # fmt: skip
+
+
+def capacity(points: list[tuple[float, float | None]]) -> str:
     """The highest rate below which every measured rate kept its p99 error under 1 ms."""
     best = None
-    for rate, got, truth in sorted(points):
-        if got is None or got - truth >= 1.0:
+    for rate, error in sorted(points):
+        if error is None or error >= 1.0:
             break
         best = rate
     return "below the lowest rate measured" if best is None else f"{best:g} req/s"

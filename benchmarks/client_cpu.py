@@ -22,10 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+from bench_users import UnstampedChatStreamUser
 from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
-from unstamped_users import UnstampedChatStreamUser
 
 import locustfiles.options  # noqa: F401
 from locustfiles.users import ChatStreamUser

@@ -7,8 +7,11 @@ packet as it arrives; with `SO_TIMESTAMPNS` set, `recvmsg` returns the stamp of 
 it read. Lines are consumed in order and a new receive happens only when no whole line is
 buffered, so the stamp of the latest receive is when the line being parsed was complete.
 
-Where there is no stamp (not Linux, TLS, whose reads bypass `recv`), the reading falls back to
-the moment `recv` returned, which is still no later than the parse.
+The stamp is never later than the parse, but a read that takes several packets at once gets
+the last one's: a client so late that the next token had arrived too (more than one inter-token
+gap) reports the first token up to that gap late; the send lag and loop lag of the self-check
+show such a client. Where there is no stamp (not Linux, TLS, whose reads bypass `recv`), the
+reading falls back to the moment `recv` returned.
 """
 
 from __future__ import annotations

@@ -17,13 +17,15 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
 
 Run: python tests/fault_server.py [--port N]; it prints `PORT <n>` when listening.
 Each answered request is logged as one JSON line to --log (the ground truth: when the request
-arrived and when its first content chunk was written).
+arrived, when its first content chunk was written, and a digest of its body that lets a
+benchmark pair it with the client's own record).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import sys
 import time
@@ -100,9 +102,9 @@ class Server:
             return await self.json_response(writer, int(b["status"]), {"error": {"message": "injected failure"}})
         if not req.get("stream"):
             return await self.json_response(writer, 200, {"choices": [{"message": {"content": "x"}}]})
-        return await self.stream(writer, b, arrived)
+        return await self.stream(writer, b, arrived, hashlib.sha1(body).hexdigest()[:16])
 
-    async def stream(self, writer: asyncio.StreamWriter, b: dict[str, float], arrived: float) -> bool:
+    async def stream(self, writer: asyncio.StreamWriter, b: dict[str, float], arrived: float, digest: str) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         if b["role_first"]:
             writer.write(chunk(delta("", role="assistant")))
@@ -113,7 +115,7 @@ class Server:
             if i and b["itl_ms"]:
                 await asyncio.sleep(b["itl_ms"] / 1000)
             if "cut_after" in b and i == int(b["cut_after"]):
-                self.record(arrived, first_content_at, "cut")
+                self.record(arrived, first_content_at, "cut", digest)
                 return False  # close without [DONE] or the chunked terminator
             if "stall_after" in b and i == int(b["stall_after"]):
                 await asyncio.sleep(3600)
@@ -132,14 +134,13 @@ class Server:
             )
         writer.write(chunk("[DONE]") + b"0\r\n\r\n")
         await writer.drain()
-        self.record(arrived, first_content_at, "ok")
+        self.record(arrived, first_content_at, "ok", digest)
         return True
 
-    def record(self, arrived: float, first_content_at: float | None, outcome: str) -> None:
+    def record(self, arrived: float, first_content_at: float | None, outcome: str, digest: str) -> None:
         if self.log:
-            self.log.write(
-                json.dumps({"arrived": arrived, "first_content_at": first_content_at, "outcome": outcome}) + "\n"
-            )
+            row = {"arrived": arrived, "first_content_at": first_content_at, "outcome": outcome, "digest": digest}
+            self.log.write(json.dumps(row) + "\n")
             self.log.flush()
 
 

@@ -1,5 +1,7 @@
-"""A deliberately starved load generator: the chat user plus a user that hogs the CPU without
-yielding (tests/test_open_loop.py checks that this is reported as inconclusive, not a fail)."""
+"""A deliberately starved load generator: the open-loop chat user plus a user that hogs the CPU
+without yielding (tests/test_open_loop.py checks that this is reported as inconclusive, not a
+fail). The hog makes sends late against their schedule, which counts in TTFT; a late *read* would
+not (the kernel's receive stamps keep it out, tests/test_users.py)."""
 
 import time
 
@@ -7,9 +9,9 @@ from locust import User, constant, task
 
 import slo.locust_plugin  # noqa: F401
 from locustfiles import options  # noqa: F401
-from locustfiles.users import ChatStreamUser
+from locustfiles.open_loop import OpenLoopChatUser
 
-__all__ = ["ChatStreamUser", "CpuHog"]
+__all__ = ["CpuHog", "OpenLoopChatUser"]
 
 
 class CpuHog(User):
