@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=int(os.environ.get("SLOGATE_DEMO_PORT", "8011")))
     p.add_argument("--slo-file", default=str(DEMO_SLO))
     p.add_argument("--report-dir", default="slogate-report")
-    p.add_argument("--run-time", default="60s", help="Locust run time, e.g. 60s or 5m")
+    p.add_argument("--run-time", default="90s", help="Locust run time, e.g. 90s or 5m")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("run", help="headless Locust run with the SLO gate against --host")
