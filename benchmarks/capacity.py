@@ -38,7 +38,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from ttft_accuracy import VLLM_BENCH, VLLM_PYTHON, percentile, start_truth_server  # noqa: E402
+from ttft_accuracy import (  # noqa: E402
+    VLLM_BENCH,
+    VLLM_PYTHON,
+    percentile,
+    server_ttft_ms,
+    start_truth_server,
+    truth_rows,
+)
 
 
 @dataclass
@@ -58,11 +65,6 @@ class Point:
     @property
     def client_added(self) -> list[float]:
         return [lag + read for lag, read in zip(self.send_lags, self.read_delays, strict=True)]
-
-
-def truth_rows(log: Path, since: float) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
-    return [r for r in rows if r["arrived"] >= since and r["first_content_at"]]
 
 
 def pair(trace: Path, rows: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
@@ -165,7 +167,7 @@ def main() -> None:
                 out = tmp / f"{i}-{rate:g}"
                 got = run(rate, out)
                 rows = truth_rows(log, since)
-                truth = percentile([(r["first_content_at"] - r["arrived"]) * 1000 for r in rows], 99) if rows else nan
+                truth = percentile(server_ttft_ms(rows), 99) if rows else nan
                 points.append(Point(rate, name, got, truth, len(rows), *pair(out / "trace", rows)))
     finally:
         server.terminate()

