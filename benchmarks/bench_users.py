@@ -16,14 +16,13 @@ import json
 import os
 from typing import Any
 
+import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
 from locust import events
-
-import slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
-from locustfiles import options  # noqa: F401  (registers the workload options)
-from locustfiles.open_loop import OpenLoopChatUser
-from locustfiles.timer import StreamTimer
-from locustfiles.users import ChatStreamUser, SseChatUser
-from slo.record import RequestRecord
+from slogate.locustfiles import options  # noqa: F401  (registers the workload options)
+from slogate.locustfiles.open_loop import OpenLoopChatUser
+from slogate.locustfiles.timer import StreamTimer
+from slogate.locustfiles.users import ChatStreamUser, SseChatUser
+from slogate.slo.record import RequestRecord
 
 _traced: list[tuple[str, RequestRecord]] = []
 

@@ -22,14 +22,13 @@ import sys
 import time
 from pathlib import Path
 
+import slogate.locustfiles.options  # noqa: F401
 from bench_users import UnstampedChatStreamUser
 from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
-
-import locustfiles.options  # noqa: F401
-from locustfiles.users import ChatStreamUser
-from locustfiles.users_openai import OpenAIChatUser
+from slogate.locustfiles.users import ChatStreamUser
+from slogate.locustfiles.users_openai import OpenAIChatUser
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slo.histogram import LatencyHistogram
+from slogate.slo.histogram import LatencyHistogram
 
 CLASSES = ("shared", "unique", "all")
 

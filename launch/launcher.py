@@ -7,9 +7,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from launch.installation import InstallError, VllmInstall, ensure_cpu_vllm, find_vllm, slogate_home
-from launch.profile import Profile
-from launch.server import ServerProcess
+from slogate.launch.installation import InstallError, VllmInstall, ensure_cpu_vllm, find_vllm, slogate_home
+from slogate.launch.profile import Profile
+from slogate.launch.server import ServerProcess
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from launch.installation import slogate_home
+from slogate.launch.installation import slogate_home
 
 BUILTIN_DIR = Path(__file__).parent / "profiles"
 _KEYS = {

@@ -11,8 +11,8 @@ import difflib
 import json
 import subprocess
 
-from launch.installation import VllmInstall
-from launch.profile import Profile
+from slogate.launch.installation import VllmInstall
+from slogate.launch.profile import Profile
 
 
 class ProfileInvalid(ValueError):

@@ -4,8 +4,8 @@
         --arrival-rate 2 --arrival-process poisson --slo-file slo.yaml     # 8 requests/s in total
 """
 
-import slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
-from locustfiles import options  # noqa: F401  (registers the workload options)
-from locustfiles.open_loop import OpenLoopChatUser
+import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
+from slogate.locustfiles import options  # noqa: F401  (registers the workload options)
+from slogate.locustfiles.open_loop import OpenLoopChatUser
 
 __all__ = ["OpenLoopChatUser"]

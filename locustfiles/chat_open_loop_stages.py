@@ -4,9 +4,9 @@
         --stages "30s:1,60s:4,30s:8" --slo-file slo.yaml
 """
 
-import slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
-from locustfiles import options  # noqa: F401  (registers the workload options)
-from locustfiles.open_loop import OpenLoopChatUser
-from locustfiles.stages import RateStages
+import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
+from slogate.locustfiles import options  # noqa: F401  (registers the workload options)
+from slogate.locustfiles.open_loop import OpenLoopChatUser
+from slogate.locustfiles.stages import RateStages
 
 __all__ = ["OpenLoopChatUser", "RateStages"]

@@ -18,13 +18,12 @@ from typing import Any
 import gevent
 import gevent.pool
 from locust import events, task
-
-from locustfiles.arrivals import PROCESSES, arrival_gaps
-from locustfiles.timer import StreamTimer
-from locustfiles.users import SseChatUser
-from slo.listener import report_record
-from slo.locust_plugin import note_workload
-from slo.record import ErrorKind, RequestRecord
+from slogate.locustfiles.arrivals import PROCESSES, arrival_gaps
+from slogate.locustfiles.timer import StreamTimer
+from slogate.locustfiles.users import SseChatUser
+from slogate.slo.listener import report_record
+from slogate.slo.locust_plugin import note_workload
+from slogate.slo.record import ErrorKind, RequestRecord
 
 
 @events.init_command_line_parser.add_listener

@@ -9,9 +9,8 @@ from typing import Any
 
 import gevent.lock
 from locust import events
-
-from locustfiles import server
-from locustfiles.workload import Workload, WorkloadConfig
+from slogate.locustfiles import server
+from slogate.locustfiles.workload import Workload, WorkloadConfig
 
 log = logging.getLogger("slogate.workload")
 API_KEY_ENV_VARS = ("SLOGATE_API_KEY", "OPENAI_API_KEY")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from locustfiles.timer import StreamTimer
+from slogate.locustfiles.timer import StreamTimer
 
 DONE = b"[DONE]"
 

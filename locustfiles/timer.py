@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slo.record import ErrorKind, RequestRecord
+from slogate.slo.record import ErrorKind, RequestRecord
 
 
 class StreamTimer:

@@ -21,16 +21,15 @@ import gevent
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import User, constant, task
-
-from locustfiles import options
-from locustfiles.rx_timestamps import TimestampedSocket, timestamped_socket
-from locustfiles.server import TargetError
-from locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError, apply_chat_event
-from locustfiles.timer import StreamTimer
-from locustfiles.workload import Workload
-from slo.listener import report_record
-from slo.locust_plugin import abort_run, note_workload
-from slo.record import ErrorKind, RequestRecord, http_error_kind
+from slogate.locustfiles import options
+from slogate.locustfiles.rx_timestamps import TimestampedSocket, timestamped_socket
+from slogate.locustfiles.server import TargetError
+from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError, apply_chat_event
+from slogate.locustfiles.timer import StreamTimer
+from slogate.locustfiles.workload import Workload
+from slogate.slo.listener import report_record
+from slogate.slo.locust_plugin import abort_run, note_workload
+from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
 
 CHAT_PATH = "/v1/chat/completions"
 _user_numbers = itertools.count()

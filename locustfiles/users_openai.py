@@ -15,11 +15,10 @@ from typing import Any
 import openai
 from locust import task
 from openai.types.chat import ChatCompletionChunk
-
-from locustfiles import options
-from locustfiles.timer import StreamTimer
-from locustfiles.users import _ChatUser
-from slo.record import ErrorKind, RequestRecord, http_error_kind
+from slogate.locustfiles import options
+from slogate.locustfiles.timer import StreamTimer
+from slogate.locustfiles.users import _ChatUser
+from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
 
 _NON_STANDARD_FIELDS = ("ignore_eos",)  # vLLM extensions the SDK only sends through extra_body
 

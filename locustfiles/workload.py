@@ -13,8 +13,8 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from locustfiles import server
-from locustfiles.words import WORDS
+from slogate.locustfiles import server
+from slogate.locustfiles.words import WORDS
 
 log = logging.getLogger("slogate.workload")
 

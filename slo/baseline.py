@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slo.report import SCHEMA
+from slogate.slo.report import SCHEMA
 
 
 class BaselineError(ValueError):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from slo import exitcodes
-from slo.metrics import MetricsStore
-from slo.self_check import Saturation
-from slo.server_metrics import SLO_METRICS as SERVER_FIGURES
-from slo.spec import Objective, SloSpec
+from slogate.slo import exitcodes
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.self_check import Saturation
+from slogate.slo.server_metrics import SLO_METRICS as SERVER_FIGURES
+from slogate.slo.spec import Objective, SloSpec
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 INSUFFICIENT = "insufficient_data"

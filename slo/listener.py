@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from slo.metrics import MetricsStore
-from slo.record import RequestRecord
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import RequestRecord
 
 RECORD_KEY = "slogate_record"
 TTFT_TYPE, E2E_TYPE = "TTFT", "E2E"

@@ -1,6 +1,6 @@
 """Locust integration: SLO options, the listener, and the verdict when the run ends.
 
-Importing this module (a locustfile does `import slo.locust_plugin`) registers:
+Importing this module (a locustfile does `import slogate.slo.locust_plugin`) registers:
 - `--slo-file`, `--slo-report-dir`, `--slo-warmup-s`, `--slo-min-samples` (command line,
   `locust.conf` and the web UI form);
 - the request listener on every load-generating process;
@@ -21,18 +21,24 @@ from typing import Any
 import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
-
-from slo import exitcodes, regression, self_check, web_ui
-from slo.baseline import BaselineError, load_baseline
-from slo.evaluate import evaluate
-from slo.listener import RecordListener
-from slo.metrics import MetricsStore
-from slo.record import ErrorKind
-from slo.report import build_report, public_url, write_reports
-from slo.self_check import MAX_LOOP_LAG_P99_MS, LoopLagMonitor, assess
-from slo.server_metrics import Scraper
-from slo.slack import DEFAULT_NOTIFY, NOTIFY_CHOICES, SlackNotifier, build_message, ci_run_url, reasons_to_notify
-from slo.spec import SloSpec, SloSpecError, load_spec
+from slogate.slo import exitcodes, regression, self_check, web_ui
+from slogate.slo.baseline import BaselineError, load_baseline
+from slogate.slo.evaluate import evaluate
+from slogate.slo.listener import RecordListener
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import ErrorKind
+from slogate.slo.report import build_report, public_url, write_reports
+from slogate.slo.self_check import MAX_LOOP_LAG_P99_MS, LoopLagMonitor, assess
+from slogate.slo.server_metrics import Scraper
+from slogate.slo.slack import (
+    DEFAULT_NOTIFY,
+    NOTIFY_CHOICES,
+    SlackNotifier,
+    build_message,
+    ci_run_url,
+    reasons_to_notify,
+)
+from slogate.slo.spec import SloSpec, SloSpecError, load_spec
 
 log = logging.getLogger("slogate")
 WIRE_KEY = "slogate"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from slo.histogram import LatencyHistogram
-from slo.record import ErrorKind, RequestRecord
+from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.record import ErrorKind, RequestRecord
 
 ALL_CLASSES = "all"
 LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "send_lag")

@@ -16,8 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from slo.histogram import LatencyHistogram
-from slo.metrics import ALL_CLASSES, LATENCY_METRICS
+from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.metrics import ALL_CLASSES, LATENCY_METRICS
 
 REGRESSION, OK, INCONCLUSIVE = "regression", "ok", "inconclusive"
 BOOTSTRAP_ROUNDS = 400
@@ -138,7 +138,7 @@ def compare(
 
 def parse_rules(entries: Any, source: str) -> tuple[RegressionRule, ...]:
     """The SLO file's `regressions:` list; errors name the file, the entry and the field."""
-    from slo.spec import SloSpecError  # spec imports this module
+    from slogate.slo.spec import SloSpecError  # spec imports this module
 
     if not isinstance(entries, list):
         raise SloSpecError(f"{source}: field 'regressions': must be a list of rules")

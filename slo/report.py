@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from xml.etree import ElementTree as ET
 
-from slo.evaluate import FAIL, INSUFFICIENT, Verdict
-from slo.metrics import MetricsStore
+from slogate.slo.evaluate import FAIL, INSUFFICIENT, Verdict
+from slogate.slo.metrics import MetricsStore
 
 SCHEMA = "slogate.report/1"
 JSON_NAME, JUNIT_NAME, MARKDOWN_NAME = "slo-report.json", "slo-junit.xml", "slo-summary.md"

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-
-from slo.histogram import LatencyHistogram
-from slo.metrics import MetricsStore
+from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.metrics import MetricsStore
 
 TICK_S = 0.05
 MAX_LOOP_LAG_P99_MS = 10.0

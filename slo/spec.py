@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from slo.metrics import ALL_CLASSES, LATENCY_METRICS
-from slo.regression import RegressionRule, parse_rules
+from slogate.slo.metrics import ALL_CLASSES, LATENCY_METRICS
+from slogate.slo.regression import RegressionRule, parse_rules
 
 RATE_METRICS = {
     "error_rate": "fraction of requests that failed",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from slo.report import render_markdown
+from slogate.slo.report import render_markdown
 
 TAB_KEY = "slogate"
 _COLUMNS = [

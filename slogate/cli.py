@@ -17,21 +17,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-import locustfiles
-import slo
-from launch import launcher
-from launch.compare import run_comparison
-from launch.installation import InstallError, ensure_cpu_vllm
-from launch.profile import ProfileError, load_profile
-from launch.server import ServerProcess, ServerStartError
-from launch.validate import ProfileInvalid, validate
-from slo import exitcodes
-from slo.baseline import BaselineError, save_baseline
+import slogate.locustfiles
+import slogate.slo
+from slogate.launch import launcher
+from slogate.launch.compare import run_comparison
+from slogate.launch.installation import InstallError, ensure_cpu_vllm
+from slogate.launch.profile import ProfileError, load_profile
+from slogate.launch.server import ServerProcess, ServerStartError
+from slogate.launch.validate import ProfileInvalid, validate
+from slogate.slo import exitcodes
+from slogate.slo.baseline import BaselineError, save_baseline
 
 SETUP_FAILED = 4  # vLLM could not be installed or the model not made: nothing was measured
-LOCUSTFILE = Path(locustfiles.__file__).parent / "chat.py"
-DEMO_CONF = Path(locustfiles.__file__).parent / "demo.conf"
-DEMO_SLO = Path(slo.__file__).parent / "defaults" / "demo.yaml"
+LOCUSTFILE = Path(slogate.locustfiles.__file__).parent / "chat.py"
+DEMO_CONF = Path(slogate.locustfiles.__file__).parent / "demo.conf"
+DEMO_SLO = Path(slogate.slo.__file__).parent / "defaults" / "demo.yaml"
 
 
 def _say(message: str) -> None:

@@ -86,10 +86,10 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     Skipped when vLLM is not installed, unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then missing
     vLLM is a failure, never a silent skip.
     """
-    from launch import launcher
-    from launch.installation import InstallError
-    from launch.profile import load_profile
-    from launch.server import free_port
+    from slogate.launch import launcher
+    from slogate.launch.installation import InstallError
+    from slogate.launch.profile import load_profile
+    from slogate.launch.server import free_port
 
     profile = load_profile("cpu-tiny")
     try:

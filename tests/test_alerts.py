@@ -9,13 +9,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from slo.histogram import LatencyHistogram
-from slo.metrics import MetricsStore
-from slo.record import RequestRecord
-from slo.regression import BaselineMismatch, RegressionRule, check_compatible, compare, judge
-from slo.report import build_report
-from slo.slack import SlackNotifier, build_message, reasons_to_notify
+from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import RequestRecord
+from slogate.slo.regression import BaselineMismatch, RegressionRule, check_compatible, compare, judge
+from slogate.slo.report import build_report
+from slogate.slo.slack import SlackNotifier, build_message, reasons_to_notify
 
 STUB = Path(__file__).parent / "slack_stub.py"
 WEBHOOK_SECRET = "T0SECRET/B0SECRET/xyzWebhookSecret123"
@@ -113,8 +112,8 @@ def test_a_regression_fails_a_passing_run_unless_warn_only() -> None:
 
 
 def failing_report() -> dict:
-    from slo.evaluate import evaluate
-    from slo.spec import parse_spec
+    from slogate.slo.evaluate import evaluate
+    from slogate.slo.spec import parse_spec
 
     store = MetricsStore()
     for i in range(30):

@@ -6,14 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from launch.compare import comparison_rows, write_comparison
-from launch.server import free_port
-from slo.evaluate import evaluate
-from slo.metrics import MetricsStore
-from slo.record import RequestRecord
-from slo.report import build_report
-from slo.spec import parse_spec
+from slogate.launch.compare import comparison_rows, write_comparison
+from slogate.launch.server import free_port
+from slogate.slo.evaluate import evaluate
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import RequestRecord
+from slogate.slo.report import build_report
+from slogate.slo.spec import parse_spec
 
 SPEC = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200, "class": "shared"}]})
 

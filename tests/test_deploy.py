@@ -3,11 +3,10 @@
 from pathlib import Path
 
 import pytest
+import slogate.locustfiles.options
+import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options)
 import yaml
 from locust.argument_parser import get_parser
-
-import locustfiles.options  # noqa: F401  (registers the workload options)
-import slo.locust_plugin  # noqa: F401  (registers the SLO options)
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from launch.server import free_port
+from slogate.launch.server import free_port
+
 from tests.conftest import LOCUSTFILE
 
 MODEL = "ttft_ms=20,tokens=3,itl_ms=2"

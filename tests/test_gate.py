@@ -5,13 +5,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from slo import exitcodes
-from slo.evaluate import evaluate
-from slo.metrics import MetricsStore
-from slo.record import RequestRecord
-from slo.report import build_report, public_url, write_reports
-from slo.spec import SloSpecError, load_spec, parse_spec
+from slogate.slo import exitcodes
+from slogate.slo.evaluate import evaluate
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import RequestRecord
+from slogate.slo.report import build_report, public_url, write_reports
+from slogate.slo.spec import SloSpecError, load_spec, parse_spec
 
 SPEC = {
     "slos": [

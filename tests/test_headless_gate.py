@@ -3,8 +3,7 @@
 from pathlib import Path
 
 import pytest
-
-from launch.server import free_port
+from slogate.launch.server import free_port
 
 FAST = "ttft_ms=100,tokens=3,itl_ms=2"  # far from the 5 ms fail target: client delay cannot explain it
 

@@ -2,9 +2,9 @@
 
 import random
 
-from slo.histogram import LatencyHistogram
-from slo.metrics import MetricsStore
-from slo.record import ErrorKind, RequestRecord
+from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import ErrorKind, RequestRecord
 
 
 def true_percentile(values: list[float], p: float) -> float:

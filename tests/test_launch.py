@@ -6,11 +6,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from launch import launcher
-from launch.installation import VllmInstall
-from launch.profile import ProfileError, load_profile
-from launch.server import ServerProcess, ServerStartError, free_port
+from slogate.launch import launcher
+from slogate.launch.installation import VllmInstall
+from slogate.launch.profile import ProfileError, load_profile
+from slogate.launch.server import ServerProcess, ServerStartError, free_port
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

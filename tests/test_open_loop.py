@@ -5,13 +5,12 @@ import statistics
 from pathlib import Path
 
 import pytest
-
-from locustfiles.arrivals import arrival_gaps
-from slo.evaluate import evaluate
-from slo.metrics import MetricsStore
-from slo.record import ErrorKind, RequestRecord
-from slo.self_check import Saturation
-from slo.spec import parse_spec
+from slogate.locustfiles.arrivals import arrival_gaps
+from slogate.slo.evaluate import evaluate
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import ErrorKind, RequestRecord
+from slogate.slo.self_check import Saturation
+from slogate.slo.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,7 +137,7 @@ def test_a_starved_generator_is_inconclusive_not_a_server_failure(fault_server, 
 
 
 def test_stages_parse_into_cumulative_ends() -> None:
-    from locustfiles.stages import parse_stages
+    from slogate.locustfiles.stages import parse_stages
 
     assert parse_stages("2s:1, 3s:4,1m:0") == [(2, 1), (5, 4), (65, 0)]
     for bad in ("", "2s", "x:1", "2s:-1"):

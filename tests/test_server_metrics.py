@@ -1,9 +1,9 @@
 """Parsing vLLM's /metrics and turning two scrapes into the report's server figures."""
 
-from slo.evaluate import evaluate
-from slo.metrics import MetricsStore
-from slo.server_metrics import ServerMetrics, parse
-from slo.spec import parse_spec
+from slogate.slo.evaluate import evaluate
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.server_metrics import ServerMetrics, parse
+from slogate.slo.spec import parse_spec
 
 
 def exposition(queries: float, hits: float, waiting: float, ttft_counts: list[float], ttft_sum: float) -> str:

@@ -3,10 +3,9 @@
 import json
 
 import pytest
-
-from locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError, apply_chat_event
-from locustfiles.timer import StreamTimer
-from slo.record import ErrorKind
+from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError, apply_chat_event
+from slogate.locustfiles.timer import StreamTimer
+from slogate.slo.record import ErrorKind
 
 
 def event(obj: object) -> bytes:

@@ -6,16 +6,15 @@ from typing import Any
 
 import gevent
 import pytest
+import slogate.locustfiles.options  # noqa: F401  (registers the workload options)
 from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
-
-import locustfiles.options  # noqa: F401  (registers the workload options)
-from launch.server import free_port
-from locustfiles.users import ChatStreamUser
-from locustfiles.users_openai import OpenAIChatUser
-from slo.listener import RECORD_KEY
-from slo.record import ErrorKind, RequestRecord
+from slogate.launch.server import free_port
+from slogate.locustfiles.users import ChatStreamUser
+from slogate.locustfiles.users_openai import OpenAIChatUser
+from slogate.slo.listener import RECORD_KEY
+from slogate.slo.record import ErrorKind, RequestRecord
 
 USERS = [ChatStreamUser, OpenAIChatUser]
 

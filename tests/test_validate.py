@@ -5,10 +5,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from launch import launcher
-from launch.profile import load_profile
-from launch.validate import ProfileInvalid, check_known_mistakes, check_with_vllm
+from slogate.launch import launcher
+from slogate.launch.profile import load_profile
+from slogate.launch.validate import ProfileInvalid, check_known_mistakes, check_with_vllm
 
 
 @pytest.mark.parametrize(

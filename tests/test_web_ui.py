@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slogate.launch.server import free_port
 
-from launch.server import free_port
 from tests.conftest import LOCUSTFILE, ROOT
 
 SECRETS = {

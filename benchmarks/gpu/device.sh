@@ -69,13 +69,13 @@ EOF
   echo "installing ${#missing[@]} wheels the machine lacks: $(printf '%s ' "${missing[@]##*/}" | sed 's/-[^ ]*//g')"
   [ "${#missing[@]}" -eq 0 ] || python3 -m pip install -q --no-index --no-deps --no-compile --target "$EXTRA_SITE" "${missing[@]}"
   python3 -c "import locust, gevent, geventhttpclient, hdrh, slack_sdk, yaml, prometheus_client, openai, tokenizers
-import slo.locust_plugin, launch.launcher
+import slogate.slo.locust_plugin, slogate.launch.launcher
 print('SLOGATE_SETUP_OK locust', locust.__version__)"
   python3 - "$ROOT"/benchmarks/gpu/profiles/h200-*.yaml <<'EOF'
 import sys
-from launch.installation import find_vllm
-from launch.profile import load_profile
-from launch.validate import validate
+from slogate.launch.installation import find_vllm
+from slogate.launch.profile import load_profile
+from slogate.launch.validate import validate
 profiles = [load_profile(p) for p in sys.argv[1:]]
 print("vLLM", validate(find_vllm(), *profiles), "accepts", ", ".join(p.name for p in profiles))
 EOF

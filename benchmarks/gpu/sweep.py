@@ -32,14 +32,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
+from slogate.launch import launcher  # noqa: E402
+from slogate.launch.compare import plot_by_class, write_comparison  # noqa: E402
+from slogate.launch.installation import InstallError, VllmInstall  # noqa: E402
+from slogate.launch.profile import Profile, load_profile  # noqa: E402
+from slogate.launch.server import ServerProcess, ServerStartError  # noqa: E402
+from slogate.launch.validate import ProfileInvalid, validate  # noqa: E402
 from ttft_accuracy import VLLM_BENCH  # noqa: E402
-
-from launch import launcher  # noqa: E402
-from launch.compare import plot_by_class, write_comparison  # noqa: E402
-from launch.installation import InstallError, VllmInstall  # noqa: E402
-from launch.profile import Profile, load_profile  # noqa: E402
-from launch.server import ServerProcess, ServerStartError  # noqa: E402
-from launch.validate import ProfileInvalid, validate  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OPEN_LOOP = ROOT / "locustfiles" / "chat_open_loop.py"
