@@ -13,9 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.record import ALL, PREFIX_CLASSES
+from slogate.slo.report import Report
+from slogate.slo.verdict import Outcome
 
-CLASSES = ("shared", "unique", "all")
+CLASSES = (*PREFIX_CLASSES, ALL)
 
 
 def _ratio(value: float | None, base: float | None) -> str:
@@ -28,15 +30,16 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def comparison_rows(reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def comparison_rows(reports: dict[str, Report]) -> list[dict[str, Any]]:
     rows = []
+    summaries = {profile: report.metrics_summary() for profile, report in reports.items()}
     first = next(iter(reports))
     for profile, report in reports.items():
         for cls in CLASSES:
-            m = report.get("metrics", {}).get(cls)
+            m = summaries[profile].get(cls)
             if not m:
                 continue
-            base = reports[first].get("metrics", {}).get(cls, {})
+            base = summaries[first].get(cls, {})
             rows.append(
                 {
                     "profile": profile,
@@ -47,14 +50,14 @@ def comparison_rows(reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                     "ttft_p99": m["ttft_ms"]["p99"],
                     "tpot_p50": m["tpot_ms"]["p50"],
                     "output_tokens_per_s": m["output_tokens_per_s"],
-                    "verdict": report["verdict"],
+                    "verdict": str(report.verdict),
                     "ttft_p95_vs_first": _ratio(m["ttft_ms"]["p95"], base.get("ttft_ms", {}).get("p95")),
                 }
             )
     return rows
 
 
-def render_markdown(reports: dict[str, dict[str, Any]]) -> str:
+def render_markdown(reports: dict[str, Report]) -> str:
     lines = [
         "| profile | class | requests | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | out tok/s "
         "| TTFT p95 vs first | verdict |",
@@ -69,7 +72,7 @@ def render_markdown(reports: dict[str, dict[str, Any]]) -> str:
     lines.append("")
     lines.append("Latencies in ms; same workload and seed for every profile.")
     for profile, report in reports.items():
-        failing = [s["name"] for s in report.get("slos", []) if s["result"] == "fail"]
+        failing = [r.objective.name for r in report.slos if r.result == Outcome.FAIL]
         if failing:
             lines.append(f"- {profile}: failed {', '.join(failing)}")
     return "\n".join(lines) + "\n"
@@ -88,7 +91,7 @@ def plot_by_class(
     except ImportError:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, cls in zip(axes, ("shared", "unique"), strict=True):
+    for ax, cls in zip(axes, PREFIX_CLASSES, strict=True):
         draw(ax, cls)
         ax.axhline(target_ms, color="grey", linestyle="--", linewidth=0.8)
         ax.set_title(f"{title}, {cls} prefixes")
@@ -103,21 +106,20 @@ def plot_by_class(
     return out
 
 
-def plot_ttft(reports: dict[str, dict[str, Any]], out: Path) -> Path | None:
+def plot_ttft(reports: dict[str, Report], out: Path) -> Path | None:
     """Percentile curves of TTFT per profile and class, from the reports' histograms."""
     percentiles = [p / 10 for p in range(1, 1000)]
 
     def draw(ax: Any, cls: str) -> None:
         for profile, report in reports.items():
-            encoded = report.get("histograms", {}).get(cls, {}).get("ttft")
-            if encoded:
-                h = LatencyHistogram.decode(encoded)
+            h = report.measurements.get(cls).latency["ttft"]
+            if h.count:
                 ax.plot(percentiles, [h.percentile_ms(p) for p in percentiles], label=profile)
 
     return plot_by_class(out, draw, "TTFT", "percentile", "TTFT")
 
 
-def write_comparison(reports: dict[str, dict[str, Any]], out_dir: Path) -> dict[str, Path | None]:
+def write_comparison(reports: dict[str, Report], out_dir: Path) -> dict[str, Path | None]:
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / "comparison.md"
     md.write_text(render_markdown(reports))
@@ -127,7 +129,7 @@ def write_comparison(reports: dict[str, dict[str, Any]], out_dir: Path) -> dict[
 
 
 def run_comparison(
-    profiles: list[str], out_dir: Path, run_one: Callable[[str, Path], dict[str, Any]]
+    profiles: list[str], out_dir: Path, run_one: Callable[[str, Path], Report]
 ) -> dict[str, Path | None]:
     """`run_one(profile, report_dir)` launches, loads and stops one profile and returns its report."""
     reports = {name: run_one(name, out_dir / name) for name in profiles}

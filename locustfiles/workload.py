@@ -15,10 +15,10 @@ from typing import Any
 
 from slogate.locustfiles import server
 from slogate.locustfiles.words import WORDS
+from slogate.slo.record import SHARED, UNIQUE
 
 log = logging.getLogger("slogate.workload")
 
-SHARED, UNIQUE = "shared", "unique"
 FALLBACK_TOKENS_PER_WORD = 1.3
 _CALIBRATION_WORDS = 2000
 

@@ -1,7 +1,7 @@
 """Baselines: saved reports that later runs are compared with (`--slo-baseline`).
 
-A baseline is a report (it carries the workload, the model and the raw histograms), stamped
-with where it came from. `slogate baseline save REPORT FILE` makes one.
+A baseline is a report (it carries the workload, the model and the measurements), stamped with
+where it came from. `slogate baseline save REPORT FILE` makes one.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slogate.slo.report import SCHEMA
+from slogate.slo.regression import Baseline
+from slogate.slo.report import Report, ReportError
 
 
 class BaselineError(ValueError):
     """A baseline file that cannot be used; str() is one line."""
 
 
-def load_baseline(path: str | Path) -> dict[str, Any]:
+def _read(path: str | Path) -> tuple[dict[str, Any], Report]:
     p = Path(path)
     try:
         data = json.loads(p.read_text())
@@ -26,16 +27,22 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
         raise BaselineError(f"{p}: cannot read baseline: {e.strerror or e}") from None
     except ValueError:
         raise BaselineError(f"{p}: baseline is not JSON") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise BaselineError(f"{p}: not a slogate report (schema {SCHEMA!r} expected)")
-    if not data.get("histograms"):
-        raise BaselineError(f"{p}: the baseline report has no histograms (was the run empty?)")
-    return data
+    try:
+        report = Report.from_json(data, str(p))
+    except ReportError as e:
+        raise BaselineError(str(e)) from None
+    if report.measurements.is_empty:
+        raise BaselineError(f"{p}: the baseline report has no measurements (was the run empty?)")
+    return data, report
+
+
+def load_baseline(path: str | Path) -> Baseline:
+    return _read(path)[1].as_baseline()
 
 
 def save_baseline(report_path: str | Path, out_path: str | Path) -> Path:
-    data = load_baseline(report_path)
-    if data.get("verdict") == "error":
+    data, report = _read(report_path)
+    if report.verdict == "error":
         raise BaselineError(f"{report_path}: a run that ended in a usage error cannot be a baseline")
     data["baseline"] = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(report_path)}
     out = Path(out_path)

@@ -1,18 +1,16 @@
-"""Judge a run's metrics against an SLO spec: one verdict, one exit code."""
+"""Each objective of an SLO spec against a run's measurements: observed value, samples, outcome,
+and the verdict those outcomes make before any baseline is consulted (slo/judge.py does that)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from slogate.slo import exitcodes
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.self_check import Saturation
 from slogate.slo.server_metrics import SLO_METRICS as SERVER_FIGURES
 from slogate.slo.spec import Objective, SloSpec
-
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
-INSUFFICIENT = "insufficient_data"
+from slogate.slo.verdict import Outcome, Verdict
 
 
 @dataclass(slots=True)
@@ -20,18 +18,18 @@ class ObjectiveResult:
     objective: Objective
     observed: float | None
     samples: int
-    result: str  # pass | fail | insufficient_data
+    result: Outcome
 
 
 @dataclass(slots=True)
-class Verdict:
-    status: str  # pass | fail | inconclusive
+class Evaluation:
+    status: Verdict  # pass | fail | inconclusive
     results: list[ObjectiveResult]
     reasons: list[str] = field(default_factory=list)  # why inconclusive, in words
 
     @property
     def exit_code(self) -> int:
-        return {PASS: exitcodes.PASS, FAIL: exitcodes.FAIL}.get(self.status, exitcodes.INCONCLUSIVE)
+        return self.status.exit_code
 
 
 def observe(
@@ -67,7 +65,7 @@ def evaluate(
     run_problems: list[str] | None = None,
     server: dict[str, Any] | None = None,
     saturation: Saturation | None = None,
-) -> Verdict:
+) -> Evaluation:
     """`run_problems` are facts that make any figure untrustworthy (target unreachable, lost
     workers, dropped sends); they turn the verdict inconclusive even when an objective failed.
     `saturation` (the client's own delay) only does so for a failure it could explain."""
@@ -75,18 +73,20 @@ def evaluate(
     for obj in spec.objectives:
         value, samples = observe(obj, metrics, server)
         if value is None or (samples < spec.min_samples and not obj.is_server):
-            outcome = INSUFFICIENT
+            outcome = Outcome.INSUFFICIENT
         elif (obj.max is not None and value > obj.max) or (obj.min is not None and value < obj.min):
-            outcome = FAIL
+            outcome = Outcome.FAIL
         else:
-            outcome = PASS
+            outcome = Outcome.PASS
         results.append(ObjectiveResult(obj, value, samples, outcome))
 
     reasons = list(run_problems or [])
-    doubtful = saturation is not None and any(r.result == FAIL and _explained_by(r, saturation) for r in results)
+    doubtful = saturation is not None and any(
+        r.result == Outcome.FAIL and _explained_by(r, saturation) for r in results
+    )
     if saturation is not None:
         reasons.append(saturation.message + ("" if doubtful else " (the verdict stands: client delay only adds)"))
-    short = [r for r in results if r.result == INSUFFICIENT]
+    short = [r for r in results if r.result == Outcome.INSUFFICIENT]
     if short:
         reasons.append(
             "too few samples: "
@@ -98,11 +98,11 @@ def evaluate(
             )
         )
     if run_problems or doubtful:
-        status = INCONCLUSIVE
-    elif any(r.result == FAIL for r in results):
-        status = FAIL
+        status = Verdict.INCONCLUSIVE
+    elif any(r.result == Outcome.FAIL for r in results):
+        status = Verdict.FAIL
     elif short:
-        status = INCONCLUSIVE
+        status = Verdict.INCONCLUSIVE
     else:
-        status = PASS
-    return Verdict(status, results, reasons)
+        status = Verdict.PASS
+    return Evaluation(status, results, reasons)

@@ -11,10 +11,13 @@ import time
 from typing import Any
 
 from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import RequestRecord
+from slogate.slo.record import ErrorKind, RequestRecord
 
 RECORD_KEY = "slogate_record"
 TTFT_TYPE, E2E_TYPE = "TTFT", "E2E"
+# Neither answered nor failed (in flight at the stop, or never sent): rows of their own in
+# Locust's table, not failures there either, as in slogate's report.
+NOT_FAILURES = {ErrorKind.UNFINISHED: "UNFINISHED", ErrorKind.DROPPED: "DROPPED"}
 
 
 class RequestFailed(Exception):
@@ -32,12 +35,13 @@ def report_record(environment: Any, rec: RequestRecord) -> None:
             exception=None,
             context={},
         )
+    counted_apart = NOT_FAILURES.get(rec.error_kind) if rec.error_kind else None
     fire(
-        request_type=E2E_TYPE,
+        request_type=counted_apart or E2E_TYPE,
         name=rec.request_class,
         response_time=rec.e2e_us / 1000,
         response_length=rec.completion_tokens or 0,
-        exception=None if rec.ok else RequestFailed(f"{rec.error_kind}: {rec.error_message}"),
+        exception=None if rec.ok or counted_apart else RequestFailed(f"{rec.error_kind}: {rec.error_message}"),
         context={RECORD_KEY: rec},
     )
 

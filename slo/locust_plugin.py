@@ -15,32 +15,30 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
-from slogate.slo import exitcodes, regression, self_check, web_ui
+from slogate.slo import exitcodes, web_ui
 from slogate.slo.baseline import BaselineError, load_baseline
-from slogate.slo.evaluate import evaluate
+from slogate.slo.judge import judge, usage_error
 from slogate.slo.listener import RecordListener
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ErrorKind
-from slogate.slo.report import build_report, public_url, write_reports
-from slogate.slo.self_check import MAX_LOOP_LAG_P99_MS, LoopLagMonitor, assess
+from slogate.slo.loop_lag import LoopLagMonitor
+from slogate.slo.metrics import ClassMetrics, MetricsStore
+from slogate.slo.publish import AlertSettings, publish
+from slogate.slo.record import ALL, ErrorKind
+from slogate.slo.regression import Baseline
+from slogate.slo.render import write_reports
+from slogate.slo.report import Report, RunInfo, public_url, utc_iso
+from slogate.slo.self_check import MAX_LOOP_LAG_P99_MS
 from slogate.slo.server_metrics import Scraper
-from slogate.slo.slack import (
-    DEFAULT_NOTIFY,
-    NOTIFY_CHOICES,
-    SlackNotifier,
-    build_message,
-    ci_run_url,
-    reasons_to_notify,
-)
-from slogate.slo.spec import SloSpec, SloSpecError, load_spec
+from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NOTIFY_CHOICES, NotifyPolicyError, parse_notify
+from slogate.slo.spec import SloSpec, SloSpecError, load_spec, with_overrides
 
 log = logging.getLogger("slogate")
+CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError)
+BAD_CONFIG = "bad configuration"
 WIRE_KEY = "slogate"
 FLUSH_MESSAGE = "slogate_flush"
 
@@ -53,6 +51,8 @@ class Gate:
         self.listener = RecordListener()
         self.merged = MetricsStore()  # master only: what the workers sent
         self.spec: SloSpec | None = None
+        self.baseline: Baseline | None = None
+        self.alerts = AlertSettings()
         self.problems: list[str] = []
         self.workload: dict[str, Any] = {}
         self.model: str | None = None
@@ -63,7 +63,8 @@ class Gate:
         self.run_time_s: float | None = None  # master: --run-time, which the gate enforces itself
         self.judged = False
         self.scraper: Scraper | None = None
-        self.loop_monitor = LoopLagMonitor(lambda: self.listener.store.loop_lag)
+        self.watchdog: Any = None  # the greenlet that stops a run whose target never answers
+        self.loop_monitor = LoopLagMonitor(lambda: self.listener.store)
         self.server: dict[str, Any] | None = None
 
     @property
@@ -80,25 +81,36 @@ class Gate:
 
     def worker_payload(self) -> dict[str, Any]:
         """What a worker ships to the master: the samples since its last report, and its workload."""
-        return {"metrics": self.listener.take().to_wire(), "model": self.model, "workload": self.workload}
+        return {
+            "metrics": self.listener.take().to_wire(),
+            "model": self.model,
+            "workload": self.workload,
+            "problems": self.problems,
+        }
 
-    def load_spec(self) -> None:
-        path = getattr(self.options, "slo_file", None)
-        self.spec = load_spec(path) if path else None
+    def configure(self, with_baseline: bool) -> None:
+        """Read the SLO file, the baseline and the alert policy from the options; raises
+        SloSpecError, BaselineError or NotifyPolicyError (usage errors) before any load."""
+        opts = self.options
+        path = getattr(opts, "slo_file", None)
+        spec = load_spec(path) if path else None
+        self.spec = spec and with_overrides(
+            spec, min_samples=getattr(opts, "slo_min_samples", 0), warmup_s=getattr(opts, "slo_warmup_s", -1)
+        )
+        baseline_path = getattr(opts, "slo_baseline", "") if with_baseline else ""
+        self.baseline = load_baseline(baseline_path) if baseline_path else None
+        self.alerts = AlertSettings(
+            getattr(opts, "slack_channel", "") or None,
+            parse_notify(getattr(opts, "slack_notify", DEFAULT_NOTIFY)),
+            getattr(opts, "slack_timeout_s", DEFAULT_BUDGET_S),
+        )
 
     @property
     def warmup_s(self) -> float:
+        if self.spec is not None:
+            return self.spec.warmup_s
         override = getattr(self.options, "slo_warmup_s", -1)
-        if override is not None and override >= 0:
-            return override
-        return self.spec.warmup_s if self.spec else 0.0
-
-    def effective_spec(self) -> SloSpec | None:
-        spec = self.spec
-        min_samples = getattr(self.options, "slo_min_samples", 0)
-        if spec is not None and min_samples:
-            spec = SloSpec(spec.objectives, min_samples, spec.warmup_s, spec.source)
-        return spec
+        return override if override is not None and override >= 0 else 0.0
 
     def metrics(self) -> MetricsStore:
         """Everything measured so far: merged worker data on a master, the local store otherwise."""
@@ -106,95 +118,44 @@ class Gate:
             return self.merged
         return self.listener.store
 
-    def run_info(self) -> dict[str, Any]:
+    def run_info(self, final: bool = False) -> RunInfo:
         ended = time.time()
         runner = self.environment.runner
-        return {
-            "target": public_url(self.environment.host),
-            "model": self.model,
-            "workload": self.workload,
-            "started_at": _iso(self.started_at),
-            "ended_at": _iso(ended),
-            "duration_s": None if self.started_at is None else round(ended - self.started_at, 3),
-            "warmup_s": self.warmup_s,
-            "mode": "master" if self.is_master else "local",
-            "workers": len(self.workers_started | self.workers_reporting) if self.is_master else 1,
-            "workers_complete": len(self.workers_flushed) if self.is_master else 1,
-            "users": getattr(runner, "user_count", None),
-            "slo_file": self.spec.source if self.spec else None,
-        }
-
-    def snapshot(self, final: bool = False) -> dict[str, Any]:
-        """The report as of now, without side effects (the web UI polls this while the run goes on)."""
-        metrics = self.metrics()
-        problems = list(self.problems)
         workers = self.workers_started | self.workers_reporting
+        problems = list(self.problems)
         lost = sorted(workers - self.workers_flushed) if final and self.is_master else []
         if lost:
             problems.append(
                 f"{len(lost)} of {len(workers)} workers stopped reporting before the end "
                 "(killed or disconnected): their samples since their last report (up to 3 s) are missing"
             )
-        runner = self.environment.runner
-        cpu_warning = bool(
-            getattr(runner, "cpu_warning_emitted", False) or getattr(runner, "worker_cpu_warning_emitted", False)
+        return RunInfo(
+            source="locust",
+            target=public_url(self.environment.host),
+            model=self.model,
+            workload=self.workload,
+            started_at=utc_iso(self.started_at),
+            ended_at=utc_iso(ended),
+            duration_s=None if self.started_at is None else round(ended - self.started_at, 3),
+            warmup_s=self.warmup_s,
+            mode="master" if self.is_master else "local",
+            workers=len(workers) if self.is_master else 1,
+            workers_complete=len(self.workers_flushed) if self.is_master else 1,
+            users=getattr(runner, "user_count", None),
+            slo_file=self.spec.source if self.spec else None,
+            processes=max(1, len(workers)) if self.is_master else 1,
+            cpu_warning=bool(
+                getattr(runner, "cpu_warning_emitted", False) or getattr(runner, "worker_cpu_warning_emitted", False)
+            ),
+            max_client_lag_ms=getattr(self.options, "max_client_lag_ms", MAX_LOOP_LAG_P99_MS),
+            problems=problems,
         )
-        processes = max(1, len(self.workers_started | self.workers_reporting)) if self.is_master else 1
-        max_lag = getattr(self.options, "max_client_lag_ms", MAX_LOOP_LAG_P99_MS)
-        saturation = assess(metrics, cpu_warning, processes, max_lag)
-        total = metrics.get("all")
-        if total.dropped:
-            problems.append(
-                f"{total.dropped} scheduled requests were dropped: every --max-in-flight slot was busy at their "
-                "send time (raise --max-in-flight, or the server cannot keep up with the arrival rate)"
-            )
-        if total.requests and not total.successes and total.errors_by_kind.get(ErrorKind.CONNECT) == total.requests:
-            problems.append(f"target unreachable: all {total.requests} requests failed to connect")
+
+    def snapshot(self, final: bool = False) -> Report:
+        """The report as of now, without side effects (the web UI polls this while the run goes on);
+        `final` adds the baseline comparison and the lost-worker check."""
         server = self.scraper.metrics.summary() if self.scraper is not None else self.server
-        spec = self.effective_spec()
-        verdict = evaluate(spec, metrics, problems, server, saturation) if spec else None
-        if verdict is None and saturation is not None:
-            problems.append(saturation.message)
-        extra = (
-            None
-            if verdict
-            else {"verdict": "ungated", "exit_code": None, "reasons": problems or ["no --slo-file: nothing was gated"]}
-        )
-        report = build_report(verdict, metrics, run=self.run_info(), extra=extra, server=server)
-        report["self_check"] = {**self_check.summary(metrics), "saturated": saturation is not None}
-        return report
-
-    def judge(self) -> dict[str, Any]:
-        """The final report: the SLO verdict with any regression check folded in, and its exit code."""
-        self.stop_scraper()
-        report = self.snapshot(final=True)
-        baseline_path = getattr(self.options, "slo_baseline", "")
-        spec = self.effective_spec()
-        if spec is not None and baseline_path:
-            regression.judge(report, load_baseline(baseline_path), spec.regressions, spec.regression_action)
-        return report
-
-    def alert(self, report: dict[str, Any]) -> None:
-        """Send the Slack message the policy asks for; records the outcome (never the secret)."""
-        notifier = SlackNotifier.from_env(getattr(self.options, "slack_channel", "") or None)
-        if notifier is None:
-            return
-        policy = {p.strip() for p in (getattr(self.options, "slack_notify", "") or "").split(",") if p.strip()}
-        baseline_verdict = (report.get("regression") or {}).get("baseline_verdict")
-        reasons = reasons_to_notify(report, policy, baseline_verdict)
-        if not reasons:
-            report["alerts"] = {"slack": {"sent": False, "detail": "nothing to notify under --slack-notify"}}
-            return
-        result = notifier.send(build_message(report, ci_run_url()))
-        report["alerts"] = {
-            "slack": {"sent": result.ok, "attempts": result.attempts, "detail": result.detail, "for": reasons}
-        }
-        if not result.ok:
-            log.warning(
-                "slogate: Slack notification failed after %d attempt(s) (%s); the verdict stands",
-                result.attempts,
-                result.detail,
-            )
+        return judge(self.spec, self.metrics(), self.run_info(final), server, self.baseline if final else None)
 
     def start_scraper(self) -> None:
         interval = getattr(self.options, "server_metrics_interval", 0) or 0
@@ -202,6 +163,14 @@ class Gate:
         if interval > 0 and self.environment.host:
             self.scraper = Scraper(self.environment.host, interval)
             self.scraper.start()
+
+    def restart_server_counters(self) -> None:
+        """The server's counters start once the workload is primed and the warm-up is over, so
+        that its TTFT and hit rate cover what the client judges (not the priming prefills)."""
+        if self.scraper is None or self.started_at is None:
+            return
+        delay = max(0.0, self.started_at + self.warmup_s - time.time())
+        gevent.spawn_later(delay, self.scraper.restart)
 
     def stop_scraper(self) -> None:
         if self.scraper is not None:
@@ -228,17 +197,45 @@ def abort_run(environment: Any, reason: str) -> None:
         log.error("slogate: %s", reason)
     runner = environment.runner
     if runner is not None and not gate.is_worker:
-        runner.quit()
+        # In a greenlet of its own: called from a user's greenlet, which quit() kills, it would
+        # otherwise die half-way and leave the run going until --run-time.
+        gevent.spawn(runner.quit)
+
+
+def unreachable_reason(total: ClassMetrics, waited_s: float, limit_s: float) -> str | None:
+    """Why to stop a run whose target never answered: no request succeeded in `limit_s` and some
+    were refused or timed out (a slow server that answers at all is measured, not stopped)."""
+    if limit_s <= 0 or waited_s < limit_s or total.successes:
+        return None
+    refused = total.errors_by_kind.get(ErrorKind.CONNECT, 0) + total.errors_by_kind.get(ErrorKind.TIMEOUT, 0)
+    if not refused:
+        return None
+    return (
+        f"target unreachable: no request succeeded in {waited_s:.0f} s, {refused} refused or timed out "
+        f"(--slo-unreachable-s {limit_s:g})"
+    )
+
+
+def _watch_reachability(gate: Gate, limit_s: float) -> None:
+    """Stop a run early when the target does not answer (instead of waiting out --run-time)."""
+    started = time.monotonic()
+    while True:
+        gevent.sleep(1.0)
+        waited = time.monotonic() - started - gate.warmup_s  # warm-up requests are not in the store
+        reason = unreachable_reason(gate.metrics().get(ALL), waited, limit_s)
+        if reason:
+            abort_run(gate.environment, reason)
+            return
 
 
 def note_workload(environment: Any, model: str, workload: dict[str, Any]) -> None:
-    """Record what the load looked like, for the report (and for baselines to compare like with like)."""
+    """Record what the load looked like, for the report (and for baselines to compare like with
+    like). A user calls it once its workload is ready (shared prefixes primed)."""
     gate = gate_for(environment)
+    first = gate.model is None
     gate.model, gate.workload = model, workload
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    if first:
+        gate.restart_server_counters()
 
 
 @events.init_command_line_parser.add_listener
@@ -267,6 +264,19 @@ def _add_arguments(parser: Any) -> None:
         help=f"When to alert Slack, comma-separated from {','.join(NOTIFY_CHOICES)}",
     )
     parser.add_argument(
+        "--slo-unreachable-s",
+        type=float,
+        default=15.0,
+        help="Stop (inconclusive) when no request has succeeded and some were refused or timed out "
+        "for this long (0: never)",
+    )
+    parser.add_argument(
+        "--slack-timeout-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help="Seconds the Slack alert may take, retries included; then one warning and the verdict stands",
+    )
+    parser.add_argument(
         "--max-client-lag-ms",
         type=float,
         default=MAX_LOOP_LAG_P99_MS,
@@ -292,8 +302,8 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     if environment.parsed_options is None:
         return
     try:
-        gate.load_spec()
-    except SloSpecError as e:
+        gate.configure(with_baseline=not gate.is_worker)
+    except CONFIG_ERRORS as e:
         _usage_error(gate, str(e))
     if environment.web_ui is not None:
         web_ui.install(environment.web_ui, gate.snapshot)
@@ -310,18 +320,12 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 
 
 def _usage_error(gate: Gate, message: str) -> None:
-    """A bad SLO file: one line on stderr, an error report, exit 2 before any load is sent."""
+    """A bad SLO file, baseline or option: one line on stderr, an error report, exit 2 before any
+    load is sent."""
     sys.stderr.write(f"slogate: error: {message}\n")
     report_dir = getattr(gate.options, "slo_report_dir", None)
-    if report_dir:
-        report = build_report(
-            None,
-            MetricsStore(),
-            run={"target": public_url(gate.environment.host)},
-            error=message,
-            exit_code=exitcodes.USAGE,
-        )
-        write_reports(report, report_dir)
+    if report_dir and not gate.is_worker:
+        write_reports(usage_error(message, RunInfo(target=public_url(gate.environment.host))), report_dir)
     sys.exit(exitcodes.USAGE)
 
 
@@ -329,12 +333,13 @@ def _usage_error(gate: Gate, message: str) -> None:
 def _on_test_start(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
     if environment.parsed_options is not None and not gate.is_worker:
-        try:  # the web UI form may have changed --slo-file since init
-            gate.load_spec()
-        except SloSpecError as e:
-            abort_run(environment, f"bad SLO file: {e}")
+        try:  # the web UI form may have changed the options since init
+            gate.configure(with_baseline=True)
+        except CONFIG_ERRORS as e:
+            abort_run(environment, f"{BAD_CONFIG}: {e}")
     gate.started_at = time.time()
-    gate.problems = [p for p in gate.problems if p.startswith("bad SLO file")]
+    gate.model = None  # set again by the users (or workers) once their workload is primed
+    gate.problems = [p for p in gate.problems if p.startswith(BAD_CONFIG)]
     gate.merged = MetricsStore()
     gate.workers_reporting.clear()
     gate.workers_flushed.clear()
@@ -349,6 +354,7 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         gate.loop_monitor.start()
     if not gate.is_worker and environment.parsed_options is not None:
         gate.start_scraper()
+        gate.watchdog = gevent.spawn(_watch_reachability, gate, environment.parsed_options.slo_unreachable_s)
 
 
 @events.reset_stats.add_listener
@@ -370,6 +376,9 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
     gate.stop_scraper()
     gate.loop_monitor.stop()
+    if gate.watchdog is not None:
+        gate.watchdog.kill(block=False)
+        gate.watchdog = None
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.
@@ -398,6 +407,9 @@ def _merge_from_worker(gate: Gate, client_id: str, payload: dict[str, Any]) -> N
     gate.workers_reporting.add(client_id)
     if payload.get("model") and not gate.model:
         gate.model, gate.workload = payload["model"], payload.get("workload") or {}
+        gate.restart_server_counters()  # this worker has primed its prefixes
+    for problem in payload.get("problems") or []:
+        abort_run(gate.environment, problem)  # a worker that could not reach the target ends the run
 
 
 @events.quitting.add_listener
@@ -406,18 +418,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     if gate.is_worker or gate.judged or environment.parsed_options is None:
         return
     gate.judged = True
-    report_dir = Path(environment.parsed_options.slo_report_dir)
-    try:
-        report = gate.judge()
-    except BaselineError as e:
-        sys.stderr.write(f"slogate: error: {e}\n")
-        report = build_report(None, gate.metrics(), run=gate.run_info(), error=str(e), exit_code=exitcodes.USAGE)
-    gate.alert(report)
-    paths = write_reports(report, report_dir)
-    sys.stdout.write("\n" + paths["markdown"].read_text())
-    sys.stdout.write(f"slogate: reports in {report_dir}/\n")
-    sys.stdout.flush()
-    if report.get("exit_code") is not None:
-        environment.process_exit_code = report["exit_code"]
-    elif gate.problems:
-        environment.process_exit_code = exitcodes.INCONCLUSIVE
+    gate.stop_scraper()
+    report = gate.snapshot(final=True)
+    publish(report, environment.parsed_options.slo_report_dir, gate.alerts)
+    environment.process_exit_code = report.exit_code

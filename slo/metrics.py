@@ -10,9 +10,8 @@ from collections import Counter
 from typing import Any
 
 from slogate.slo.histogram import LatencyHistogram
-from slogate.slo.record import ErrorKind, RequestRecord
+from slogate.slo.record import ALL, ErrorKind, RequestRecord
 
-ALL_CLASSES = "all"
 LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "send_lag")
 
 
@@ -180,8 +179,11 @@ class MetricsStore:
     def __init__(self) -> None:
         self.classes: dict[str, ClassMetrics] = {}
         self.warmup_excluded = 0
-        # How late the load generator's event loop wakes up (self-check; see slo/self_check.py).
+        # How late the load generator's event loop wakes up, and the CPU time its processes used
+        # over how much wall time (self-check; see slo/self_check.py).
         self.loop_lag = LatencyHistogram()
+        self.client_cpu_s = 0.0
+        self.client_wall_s = 0.0
 
     def add(self, rec: RequestRecord) -> None:
         cm = self.classes.get(rec.request_class)
@@ -191,7 +193,7 @@ class MetricsStore:
 
     def get(self, request_class: str) -> ClassMetrics:
         """One class, or every class merged for `all`; an empty aggregate for an unseen class."""
-        if request_class != ALL_CLASSES:
+        if request_class != ALL:
             return self.classes.get(request_class) or ClassMetrics()
         total = ClassMetrics()
         for cm in self.classes.values():
@@ -199,7 +201,7 @@ class MetricsStore:
         return total
 
     def class_names(self) -> list[str]:
-        return [ALL_CLASSES, *sorted(self.classes)]
+        return [ALL, *sorted(self.classes)]
 
     @property
     def is_empty(self) -> bool:
@@ -210,12 +212,16 @@ class MetricsStore:
             self.classes.setdefault(name, ClassMetrics()).merge(cm)
         self.warmup_excluded += other.warmup_excluded
         self.loop_lag.merge(other.loop_lag)
+        self.client_cpu_s += other.client_cpu_s
+        self.client_wall_s += other.client_wall_s
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "classes": {name: cm.to_wire() for name, cm in self.classes.items()},
             "warmup_excluded": self.warmup_excluded,
             "loop_lag": self.loop_lag.encode() if self.loop_lag.count else None,
+            "client_cpu_s": self.client_cpu_s,
+            "client_wall_s": self.client_wall_s,
         }
 
     @classmethod
@@ -225,7 +231,14 @@ class MetricsStore:
         store.warmup_excluded = data.get("warmup_excluded", 0)
         if data.get("loop_lag"):
             store.loop_lag = LatencyHistogram.decode(data["loop_lag"])
+        store.client_cpu_s = data.get("client_cpu_s", 0.0)
+        store.client_wall_s = data.get("client_wall_s", 0.0)
         return store
+
+    @property
+    def client_cpu_fraction(self) -> float | None:
+        """CPU time the load generator's processes used per second of wall time, averaged over them."""
+        return self.client_cpu_s / self.client_wall_s if self.client_wall_s else None
 
     def summary(self, classes: list[str] | None = None) -> dict[str, Any]:
         return {name: self.get(name).summary() for name in classes or self.class_names()}

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+# Request classes, defined once. Every request is `shared` (its system prompt is one of a few
+# prefixes the server's cache can reuse) or `unique`; `all` is every request together.
+ALL, SHARED, UNIQUE = "all", "shared", "unique"
+PREFIX_CLASSES = (SHARED, UNIQUE)
+
 
 class ErrorKind(StrEnum):
     """Why a request failed; reports count failures per kind."""

@@ -1,25 +1,36 @@
-"""The one report writer: `slo-report.json`, `slo-junit.xml` and `slo-summary.md`.
+"""The typed report: what a judged run says, and its one JSON form (`slo-report.json`).
 
-Reports are written whatever happened (pass, fail, inconclusive, or a usage error) so a CI job
-always has an artifact. Nothing secret goes in: the target URL is stripped of credentials and
-query strings, and API keys and Slack tokens never reach the report builder.
+`Report` is what every consumer reads: the renderers (slo/render.py), Slack, the web UI, the
+comparison and the GPU sweep. Its JSON keeps the measurements in the exact wire form workers
+ship (`measurements`: per-class HdrHistograms and counters), so a saved report can be judged
+again (`slogate judge`), charted or used as a baseline without the run. Nothing secret goes in:
+the target URL is stripped of credentials and query strings, and API keys and Slack tokens never
+reach the report.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
-from xml.etree import ElementTree as ET
 
-from slogate.slo.evaluate import FAIL, INSUFFICIENT, Verdict
-from slogate.slo.metrics import MetricsStore
+from slogate.slo.evaluate import ObjectiveResult
+from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.metrics import ClassMetrics, MetricsStore
+from slogate.slo.record import ALL
+from slogate.slo.regression import Baseline, RegressionCheck
+from slogate.slo.self_check import MAX_LOOP_LAG_P99_MS
+from slogate.slo.self_check import summary as self_check_summary
+from slogate.slo.spec import Objective
+from slogate.slo.verdict import Outcome, Verdict
 
-SCHEMA = "slogate.report/1"
-JSON_NAME, JUNIT_NAME, MARKDOWN_NAME = "slo-report.json", "slo-junit.xml", "slo-summary.md"
+SCHEMA = "slogate.report/2"
+_LEGACY_SCHEMA = "slogate.report/1"  # histograms and summaries only; still readable as a baseline
+
+
+class ReportError(ValueError):
+    """A report file that cannot be read; str() is one line."""
 
 
 def public_url(url: str | None) -> str | None:
@@ -34,171 +45,164 @@ def public_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def build_report(
-    verdict: Verdict | None,
-    metrics: MetricsStore,
-    *,
-    run: dict[str, Any],
-    error: str | None = None,
-    exit_code: int | None = None,
-    extra: dict[str, Any] | None = None,
-    server: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """`run` describes the target, workload and timing; `error` is set for usage errors
-    (verdict `error`, nothing was judged)."""
-    report: dict[str, Any] = {
-        "schema": SCHEMA,
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "verdict": verdict.status if verdict else "error",
-        "exit_code": verdict.exit_code if verdict else exit_code,
-        "reasons": verdict.reasons if verdict else [error or "no verdict"],
-        "run": run,
-        "slos": [],
-        "metrics": metrics.summary() if not metrics.is_empty else {},
-        "warmup_excluded_requests": metrics.warmup_excluded,
-        # The raw distributions (HdrHistogram's standard base64 encoding, microseconds), so a report
-        # can be re-judged, charted or compared later without the run.
-        "histograms": {
-            name: {m: h.encode() for m, h in metrics.get(name).latency.items() if h.count}
-            for name in metrics.class_names()
-        }
-        if not metrics.is_empty
-        else {},
+def utc_iso(ts: float | None) -> str | None:
+    return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+@dataclass(slots=True)
+class RunInfo:
+    """What was run and how: the facts the judge needs besides the measurements."""
+
+    source: str = "locust"  # locust | vllm-bench: who measured
+    target: str | None = None  # credentials stripped
+    model: str | None = None
+    workload: dict[str, Any] = field(default_factory=dict)
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    warmup_s: float = 0.0
+    mode: str = "local"  # local | master
+    workers: int = 1
+    workers_complete: int = 1
+    users: int | None = None
+    slo_file: str | None = None
+    # The self-check's inputs, so that judging a saved report gives the live verdict.
+    processes: int = 1
+    cpu_warning: bool = False
+    max_client_lag_ms: float = MAX_LOOP_LAG_P99_MS
+    problems: list[str] = field(default_factory=list)  # facts that make every figure doubtful
+    notes: list[str] = field(default_factory=list)  # what a reader must know about the figures
+    details: dict[str, Any] = field(default_factory=dict)  # source-specific facts (vllm bench's run fields)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RunInfo:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known and v is not None})
+
+
+def objective_json(r: ObjectiveResult) -> dict[str, Any]:
+    o = r.objective
+    return {
+        "name": o.name,
+        "metric": o.metric,
+        "class": o.request_class,
+        "percentile": o.percentile,
+        "target": {k: v for k, v in (("max_ms" if o.is_latency else "max", o.max), ("min", o.min)) if v is not None},
+        "objective": o.describe(),
+        "observed": None if r.observed is None else round(r.observed, 6),
+        "unit": "ms" if o.is_latency else "",
+        "samples": r.samples,
+        "result": str(r.result),
     }
-    if server is not None:
-        report["server"] = dict(server)
-        client_mean = metrics.get("all").latency["ttft"].mean_ms()
-        server_mean = (server.get("server_ttft_ms") or {}).get("mean")
-        if client_mean is not None and server_mean is not None:
-            # Time outside the engine: network, HTTP server, and any queueing before the engine.
-            report["server"]["client_server_ttft_gap_ms"] = round(client_mean - server_mean, 3)
-    for r in verdict.results if verdict else []:
-        o = r.objective
-        report["slos"].append(
-            {
-                "name": o.name,
-                "metric": o.metric,
-                "class": o.request_class,
-                "percentile": o.percentile,
-                "target": {
-                    k: v for k, v in (("max_ms" if o.is_latency else "max", o.max), ("min", o.min)) if v is not None
-                },
-                "objective": o.describe(),
-                "observed": None if r.observed is None else round(r.observed, 6),
-                "unit": "ms" if o.is_latency else "",
-                "samples": r.samples,
-                "result": r.result,
-            }
-        )
-    if extra:
-        report.update(extra)
-    return report
 
 
-def write_reports(report: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    paths = {"json": d / JSON_NAME, "junit": d / JUNIT_NAME, "markdown": d / MARKDOWN_NAME}
-    paths["json"].write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
-    paths["junit"].write_text(render_junit(report))
-    markdown = render_markdown(report)
-    paths["markdown"].write_text(markdown)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with open(step_summary, "a") as fh:
-            fh.write(markdown + "\n")
-    return paths
+def objective_from_json(d: dict[str, Any]) -> ObjectiveResult:
+    target = d.get("target") or {}
+    o = Objective(
+        d["name"], d["metric"], d.get("class", ALL), d.get("percentile"), target.get("max_ms", target.get("max")),
+        target.get("min"),
+    )  # fmt: skip
+    return ObjectiveResult(o, d.get("observed"), d.get("samples", 0), Outcome(d["result"]))
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+@dataclass(slots=True)
+class Report:
+    verdict: Verdict
+    reasons: list[str]
+    run: RunInfo
+    measurements: MetricsStore
+    slos: list[ObjectiveResult] = field(default_factory=list)
+    server: dict[str, Any] | None = None
+    regression: RegressionCheck | None = None
+    saturated: bool = False
+    alerts: dict[str, Any] = field(default_factory=dict)
+    generated_at: str = field(default_factory=lambda: utc_iso(time.time()) or "")
 
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
 
-def render_markdown(report: dict[str, Any]) -> str:
-    verdict = report["verdict"]
-    icon = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}.get(verdict, "ERROR")
-    run = report.get("run", {})
-    lines = [f"## slogate: {icon} (exit {report['exit_code']})", ""]
-    if run.get("target"):
-        lines.append(f"Target `{run['target']}`, model `{run.get('model') or '?'}`.")
-    for reason in report.get("reasons") or []:
-        lines.append(f"- {reason}")
-    if report["slos"]:
-        lines += ["", "| SLO | objective | observed | samples | result |", "|---|---|---|---|---|"]
-        for s in report["slos"]:
-            observed = _fmt(s["observed"], 1 if s["unit"] == "ms" else 4) + (
-                " ms" if s["unit"] and s["observed"] is not None else ""
+    @property
+    def failing(self) -> list[ObjectiveResult]:
+        """The objectives not met (failed, or without enough data)."""
+        return [r for r in self.slos if r.result != Outcome.PASS]
+
+    def metrics_summary(self) -> dict[str, dict[str, Any]]:
+        m = self.measurements
+        return {} if m.is_empty else m.summary()
+
+    def as_baseline(self) -> Baseline:
+        return Baseline(self.measurements, self.run.model, self.run.workload, self.generated_at, str(self.verdict))
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.measurements
+        out: dict[str, Any] = {
+            "schema": SCHEMA,
+            "generated_at": self.generated_at,
+            "verdict": str(self.verdict),
+            "exit_code": self.exit_code,
+            "reasons": list(self.reasons),
+            "run": self.run.to_json(),
+            "slos": [objective_json(r) for r in self.slos],
+            "metrics": self.metrics_summary(),
+            "warmup_excluded_requests": m.warmup_excluded,
+        }
+        if self.server is not None:
+            out["server"] = dict(self.server)
+        out["self_check"] = {**self_check_summary(m), "saturated": self.saturated}
+        if self.regression is not None:
+            out["regression"] = self.regression.to_json()
+        if self.alerts:
+            out["alerts"] = self.alerts
+        # The exact measurements (HdrHistogram's standard base64 encoding, microseconds), so the
+        # report can be judged again, charted or compared later without the run.
+        out["measurements"] = m.to_wire()
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any, source: str = "report") -> Report:
+        if not isinstance(d, dict) or d.get("schema") not in (SCHEMA, _LEGACY_SCHEMA):
+            raise ReportError(f"{source}: not a slogate report (schema {SCHEMA!r} expected)")
+        try:
+            store = MetricsStore.from_wire(d["measurements"]) if d["schema"] == SCHEMA else _legacy_measurements(d)
+            regression = d.get("regression")
+            return cls(
+                verdict=Verdict(d["verdict"]),
+                reasons=list(d.get("reasons") or []),
+                run=RunInfo.from_json(d.get("run") or {}),
+                measurements=store,
+                slos=[objective_from_json(s) for s in d.get("slos") or []],
+                server=d.get("server"),
+                regression=RegressionCheck.from_json(regression) if regression else None,
+                saturated=bool((d.get("self_check") or {}).get("saturated")),
+                alerts=d.get("alerts") or {},
+                generated_at=d.get("generated_at") or "",
             )
-            result = s["result"].upper() if s["result"] == FAIL else s["result"]
-            lines.append(f"| {s['name']} | {s['objective']} | {observed} | {s['samples']} | {result} |")
-    metrics = report.get("metrics") or {}
-    if metrics:
-        lines += [
-            "",
-            "| class | requests | failed | TTFT p50 | TTFT p95 | TTFT p99 | ITL p50 | TPOT p50 | E2E p95 | out tok/s |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for name, m in metrics.items():
-            lines.append(
-                f"| {name} | {m['requests']} | {m['failures']} | {_fmt(m['ttft_ms']['p50'])} | "
-                f"{_fmt(m['ttft_ms']['p95'])} | {_fmt(m['ttft_ms']['p99'])} | {_fmt(m['itl_ms']['p50'])} | "
-                f"{_fmt(m['tpot_ms']['p50'])} | {_fmt(m['e2e_ms']['p95'])} | {_fmt(m['output_tokens_per_s'])} |"
-            )
-        lines.append("")
-        lines.append("Latencies in ms (HdrHistogram, 3 significant digits).")
-        total = metrics.get("all", {})
-        errors = total.get("errors_by_kind") or {}
-        if errors:
-            lines.append("Failures by kind: " + ", ".join(f"{k} {v}" for k, v in errors.items()) + ".")
-        if total.get("unfinished"):
-            lines.append(
-                f"Unfinished (in flight when the run stopped; not failures): {total['unfinished']}; "
-                f"{total['unfinished_waiting']} were still waiting for their first token and count in TTFT "
-                "with the time they had waited (a lower bound)."
-            )
-    server = report.get("server")
-    if server and server.get("available"):
-        ttft = server.get("server_ttft_ms") or {}
-        figures = [
-            f"prefix-cache hit rate {_fmt(server.get('prefix_cache_hit_rate'), 3)}",
-            f"KV-cache peak {_fmt(server.get('kv_cache_usage_max'), 3)}",
-            f"waiting peak {_fmt(server.get('num_requests_waiting_max'), 0)}",
-            f"preemptions {_fmt(server.get('preemptions'), 0)}",
-            f"server TTFT mean {_fmt(ttft.get('mean'))} ms",
-            f"client-server gap {_fmt(server.get('client_server_ttft_gap_ms'))} ms",
-        ]
-        lines.append(f"Server (/metrics, {server['scrapes']} scrapes): " + ", ".join(figures) + ".")
-    elif server:
-        lines.append(f"Server figures unavailable: {server.get('error')}.")
-    return "\n".join(lines) + "\n"
+        except (KeyError, TypeError, ValueError) as e:
+            raise ReportError(f"{source}: malformed slogate report ({type(e).__name__}: {e})") from None
 
 
-def render_junit(report: dict[str, Any]) -> str:
-    slos = report["slos"]
-    suite = ET.Element(
-        "testsuite",
-        name="slogate",
-        tests=str(max(len(slos), 1)),
-        failures=str(sum(s["result"] == FAIL for s in slos)),
-        errors=str(0 if slos else 1),
-        skipped=str(sum(s["result"] == INSUFFICIENT for s in slos)),
-    )
-    if not slos:
-        case = ET.SubElement(suite, "testcase", classname="slogate", name="run")
-        ET.SubElement(case, "error", message="; ".join(report.get("reasons") or ["no SLO evaluated"]))
-    for s in slos:
-        case = ET.SubElement(suite, "testcase", classname=f"slogate.{s['class']}", name=s["name"])
-        observed = "no data" if s["observed"] is None else f"{s['observed']:g}{s['unit']}"
-        message = f"{s['objective']}: observed {observed} over {s['samples']} samples"
-        if s["result"] == FAIL:
-            ET.SubElement(case, "failure", message=message)
-        elif s["result"] == INSUFFICIENT:
-            ET.SubElement(case, "skipped", message=message)
-        else:
-            ET.SubElement(case, "system-out").text = message
-    ET.indent(suite)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+def _legacy_measurements(d: dict[str, Any]) -> MetricsStore:
+    """A `slogate.report/1` file: histograms per class and the summaries' counters (the run's
+    start and end are gone: its duration stands in for them)."""
+    store = MetricsStore()
+    summaries = d.get("metrics") or {}
+    for name, encoded in (d.get("histograms") or {}).items():
+        if name == ALL:
+            continue
+        cm = store.classes[name] = ClassMetrics()
+        for metric, text in encoded.items():
+            cm.latency[metric] = LatencyHistogram.decode(text)
+        s = summaries.get(name) or {}
+        for key in ("requests", "failures", "dropped", "unfinished", "unfinished_waiting"):
+            setattr(cm, key, s.get(key) or 0)
+        for key in ("prompt_tokens", "output_tokens", "cached_tokens"):
+            setattr(cm, key, s.get(key) or 0)
+        cm.errors_by_kind.update(s.get("errors_by_kind") or {})
+        if s.get("duration_s"):
+            cm.first_start, cm.last_end = 0.0, s["duration_s"]
+    store.warmup_excluded = d.get("warmup_excluded_requests") or 0
+    return store

@@ -1,7 +1,7 @@
 """The load generator's own health: is it fast enough for its figures to mean anything?
 
 A generator that is itself the bottleneck reports its own delay as the server's TTFT. Every
-load-generating process runs `LoopLagMonitor`, a greenlet that asks to wake up every 50 ms and
+load-generating process runs `LoopLagMonitor` (slo/loop_lag.py), a greenlet that asks to wake up every 50 ms and
 records how late it actually wakes (gevent's event-loop lag). At the end, `assess` looks at that
 lag, at the open-loop send lag (how late requests left against their schedule) and at Locust's
 CPU warning. Client delay can only add to measured latency, so it cannot turn a fail into a
@@ -11,46 +11,20 @@ pass; the gate uses the estimate to turn a fail that the delay could explain int
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import gevent
-from slogate.slo.histogram import LatencyHistogram
 from slogate.slo.metrics import MetricsStore
 
-TICK_S = 0.05
 MAX_LOOP_LAG_P99_MS = 10.0
+# Below this share of one core, a lagging event loop was not starved by its own work: other
+# processes on the machine (a server beside the client, noisy neighbours) held the cores.
+OWN_CPU_SATURATED = 0.5
 # A request waits on the event loop up to twice before its first token (its send, then its
 # response), and a stalled loop can hold up each wait by as much as its worst stall. The second
 # wait does not count where reads carry the kernel's receive stamp (locustfiles/rx_timestamps.py),
 # but TLS connections and the SDK user have none: the estimate stays the safe upper bound.
 WAITS_BEFORE_FIRST_TOKEN = 2
-
-
-class LoopLagMonitor:
-    """Records event-loop lag into whatever histogram `target()` returns at each tick."""
-
-    def __init__(self, target: Callable[[], LatencyHistogram]) -> None:
-        self._target = target
-        self._greenlet: Any = None
-
-    def _run(self) -> None:
-        perf = time.perf_counter
-        while True:
-            asked = perf()
-            gevent.sleep(TICK_S)
-            self._target().record_us(int((perf() - asked - TICK_S) * 1_000_000))
-
-    def start(self) -> None:
-        self.stop()
-        self._greenlet = gevent.spawn(self._run)
-
-    def stop(self) -> None:
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
 
 
 @dataclass(frozen=True)
@@ -76,17 +50,29 @@ def assess(
         delays.append(float("inf"))
     if not signs:
         return None
+    own = metrics.client_cpu_fraction
+    if own is not None and own < OWN_CPU_SATURATED and not cpu_warning:
+        return Saturation(
+            f"the machine was busy ({'; '.join(signs)}; limit {max_lag_ms:g} ms) while the load generator itself "
+            f"used {own:.0%} of a core: other processes held the cores, and its latencies include that delay. "
+            "More load processes would not help: run it where nothing else competes for the CPU "
+            "(not beside the server)",
+            max(delays),
+        )
     more = max(2, 2 * processes)
+    used = "" if own is None else f", {own:.0%} of a core per process"
     return Saturation(
-        f"the load generator was saturated ({'; '.join(signs)}; limit {max_lag_ms:g} ms): its latencies include "
-        f"client delay. Run with {more} processes (--processes {more}) or workers",
+        f"the load generator was saturated ({'; '.join(signs)}{used}; limit {max_lag_ms:g} ms): its latencies "
+        f"include client delay. Run with {more} processes (--processes {more}) or workers",
         max(delays),
     )
 
 
 def summary(metrics: MetricsStore) -> dict[str, Any]:
     """The report's `self_check` section."""
+    own = metrics.client_cpu_fraction
     return {
         "loop_lag_ms": metrics.loop_lag.summary_ms(),
         "send_lag_ms": metrics.get("all").latency["send_lag"].summary_ms(),
+        "client_cpu_per_process": None if own is None else round(own, 3),
     }

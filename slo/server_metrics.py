@@ -11,6 +11,7 @@ A target without `/metrics` is a warning, never a crash: the figures are then ab
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import urllib.error
@@ -91,6 +92,12 @@ class ServerMetrics:
             if metric in sample:
                 self.gauge_samples[name].append(sample[metric])
 
+    def restart_from(self, sample: dict[str, float]) -> None:
+        """Count from `sample` on: what the server did before it (priming requests, warm-up) is
+        not the run the client measures, and would skew the server's TTFT and hit rate."""
+        self.first, self.last, self.scrapes = sample, sample, 1
+        self.gauge_samples.clear()
+
     def _delta(self, name: str) -> float | None:
         if self.first is None or self.last is None or name not in self.last:
             return None
@@ -155,6 +162,11 @@ class Scraper:
                 self.metrics.error = f"{self.url}/metrics unavailable: {getattr(e, 'reason', e)}"
                 log.warning("slogate: %s; server-side figures will be missing", self.metrics.error)
             return False
+
+    def restart(self) -> None:
+        """Take the counters' starting values now (see `ServerMetrics.restart_from`)."""
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError):  # the loop reports failures
+            self.metrics.restart_from(fetch(self.url))
 
     def _loop(self) -> None:
         import gevent

@@ -22,10 +22,17 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
+from slogate.slo.render import headline, observed_text
+from slogate.slo.report import Report
+from slogate.slo.verdict import Outcome, RegressionStatus, Verdict
 
 log = logging.getLogger("slogate.slack")
 NOTIFY_CHOICES = ("fail", "regression", "inconclusive", "error", "pass", "recovery")
 DEFAULT_NOTIFY = "fail,regression,inconclusive,error"
+DEFAULT_BUDGET_S = 20.0
+# Block Kit's limits: Slack refuses a message past any of them (`invalid_blocks`), and the alert
+# would be lost exactly when everything breaks.
+SECTION_CHARS, HEADER_CHARS, MAX_BLOCKS = 3000, 150, 50
 
 _SILENT = logging.getLogger("slogate.slack.sdk")  # handed to slack-sdk: never emits a record
 _SILENT.disabled = True
@@ -93,7 +100,7 @@ class SlackNotifier:
         webhook_url: str | None = None,
         bot_token: str | None = None,
         channel: str | None = None,
-        budget_s: float = 20.0,
+        budget_s: float = DEFAULT_BUDGET_S,
         timeout_s: int = 5,
         api_base_url: str | None = None,
     ) -> None:
@@ -108,7 +115,7 @@ class SlackNotifier:
         return f"SlackNotifier({kind})"
 
     @classmethod
-    def from_env(cls, channel: str | None = None, budget_s: float = 20.0) -> SlackNotifier | None:
+    def from_env(cls, channel: str | None = None, budget_s: float = DEFAULT_BUDGET_S) -> SlackNotifier | None:
         webhook, token = os.environ.get("SLACK_WEBHOOK_URL"), os.environ.get("SLACK_BOT_TOKEN")
         if webhook:
             return cls(webhook_url=webhook, budget_s=budget_s)
@@ -144,15 +151,31 @@ class SlackNotifier:
         return SendResult(ok, retry.attempts, detail)
 
 
-def reasons_to_notify(report: dict[str, Any], policy: set[str], baseline_verdict: str | None) -> list[str]:
-    verdict = report["verdict"]
+class NotifyPolicyError(ValueError):
+    """An unknown `--slack-notify` value; str() is one line."""
+
+
+def parse_notify(text: str) -> frozenset[str]:
+    """`fail,regression` -> the set; an unknown value (a typo would silently disable alerts) is an error."""
+    values = [v.strip() for v in (text or "").split(",") if v.strip()]
+    unknown = [v for v in values if v not in NOTIFY_CHOICES]
+    if unknown:
+        raise NotifyPolicyError(
+            f"--slack-notify: unknown value {unknown[0]!r}; choose from {', '.join(NOTIFY_CHOICES)}"
+        )
+    return frozenset(values)
+
+
+def reasons_to_notify(report: Report, policy: frozenset[str], baseline_verdict: str | None = None) -> list[str]:
+    """Which of the policy's occasions this report is (empty: send nothing)."""
+    verdict = report.verdict
     reasons = []
-    if verdict in policy and verdict in ("fail", "inconclusive", "error", "pass"):
-        reasons.append(verdict)
-    regressions = (report.get("regression") or {}).get("comparisons") or []
-    if "regression" in policy and any(c["verdict"] == "regression" for c in regressions):
+    if verdict in policy and verdict != Verdict.UNGATED:
+        reasons.append(str(verdict))
+    regression = report.regression
+    if "regression" in policy and regression is not None and regression.status == RegressionStatus.REGRESSION:
         reasons.append("regression")
-    if "recovery" in policy and verdict == "pass" and baseline_verdict in ("fail", "inconclusive"):
+    if "recovery" in policy and verdict == Verdict.PASS and baseline_verdict in ("fail", "inconclusive"):
         reasons.append("recovery")
     return reasons
 
@@ -164,46 +187,93 @@ def ci_run_url(env: dict[str, str] | None = None) -> str | None:
     return e.get("CI_JOB_URL") or e.get("BUILD_URL") or None
 
 
-def build_message(report: dict[str, Any], ci_url: str | None = None) -> dict[str, Any]:
-    verdict = report["verdict"].upper()
-    run = report.get("run") or {}
-    title = f"slogate {verdict} (exit {report.get('exit_code')})"
-    target = f"`{run.get('target')}` model `{run.get('model')}`" if run.get("target") else "target unknown"
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _bounded_list(title: str, lines: list[str], more_hint: str) -> str:
+    """`title` and as many lines as fit in one section (each clipped), then "and K more"."""
+    budget = SECTION_CHARS - len(title) - 80  # room for the "and K more" line
+    kept: list[str] = []
+    for line in lines:
+        line = _clip(line, 500)
+        if sum(len(k) + 1 for k in kept) + len(line) + 1 > budget:
+            break
+        kept.append(line)
+    text = title + "\n" + "\n".join(kept)
+    if len(kept) < len(lines):
+        text += f"\n…and {len(lines) - len(kept)} more {more_hint}"
+    return text
+
+
+def _severity(r: Any) -> float:
+    """How far an objective is from its target (worst first); no data sorts last."""
+    o, v = r.objective, r.observed
+    if v is None:
+        return -1.0
+    if o.max is not None and v > o.max:
+        return v / o.max if o.max else float("inf")
+    if o.min is not None and v < o.min:
+        return o.min / v if v else float("inf")
+    return 0.0
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": _clip(text, SECTION_CHARS)}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(text, SECTION_CHARS)}]}
+
+
+def build_message(report: Report, ci_url: str | None = None, report_path: str | None = None) -> dict[str, Any]:
+    """One Block Kit message within Slack's limits, whatever the report holds: the worst breaches
+    and regressions first, "and K more" for the rest, and where the full report is."""
+    run = report.run
+    title = headline(report)
+    see = f"(see {report_path})" if report_path else "(see slo-report.json)"
+    target = f"`{run.target}` model `{run.model}`" if run.target else "target unknown"
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": title}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"*Target:* {target}"}},
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(title, HEADER_CHARS)}},
+        _section(f"*Target:* {target}"),
     ]
-    failing = [s for s in report.get("slos", []) if s["result"] != "pass"]
+    failing = sorted(report.failing, key=_severity, reverse=True)
     if failing:
         lines = [
-            f"• *{s['name']}* `{s['objective']}`: observed {s['observed'] if s['observed'] is not None else 'no data'}"
-            f"{' ' + s['unit'] if s['unit'] and s['observed'] is not None else ''} ({s['result']})"
-            for s in failing
+            f"• *{r.objective.name}* `{r.objective.describe()}`: observed "
+            f"{observed_text(r.observed, 'ms' if r.objective.is_latency else '')} ({r.result})"
+            for r in failing
         ]
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": "*SLOs not met:*\n" + "\n".join(lines)}})
-    comparisons = (report.get("regression") or {}).get("comparisons") or []
-    worse = [c for c in comparisons if c["verdict"] != "ok"]
+        blocks.append(_section(_bounded_list("*SLOs not met:*", lines, see)))
+    comparisons = report.regression.comparisons if report.regression else ()
+    worse = sorted(
+        (c for c in comparisons if c.status != RegressionStatus.OK and c.change_pct is not None and c.interval_pct),
+        key=lambda c: c.change_pct or 0.0,
+        reverse=True,
+    )
     if worse:
         lines = [
-            f"• *{c['name']}*: {c['baseline_ms']} → {c['current_ms']} ms ({c['change_pct']:+.1f}%, "
-            f"95% interval {c['interval_pct'][0]:+.1f}..{c['interval_pct'][1]:+.1f}%, "
-            f"tolerance +{c['max_increase_pct']:g}%): {c['verdict']}"
+            f"• *{c.rule.name}*: {c.baseline_ms} → {c.current_ms} ms ({c.change_pct:+.1f}%, "
+            f"95% interval {c.interval_pct[0]:+.1f}..{c.interval_pct[1]:+.1f}%, "
+            f"tolerance +{c.rule.max_increase_pct:g}%): {c.status}"
             for c in worse
-            if c["change_pct"] is not None
+            if c.interval_pct is not None and c.change_pct is not None
         ]
-        if lines:
-            blocks.append(
-                {"type": "section", "text": {"type": "mrkdwn", "text": "*Against the baseline:*\n" + "\n".join(lines)}}
-            )
-    for reason in report.get("reasons") or []:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": reason[:300]}]})
-    w = run.get("workload") or {}
+        blocks.append(_section(_bounded_list("*Against the baseline:*", lines, see)))
+    if report.reasons:
+        blocks.append(_context(_bounded_list("*Why:*", [f"• {r}" for r in report.reasons], see)))
+    w = run.workload
     if w:
         workload = (
             f"{w.get('shared_prefixes')} shared prefixes x {w.get('shared_prefix_tokens')} tokens, "
-            f"shared fraction {w.get('shared_fraction')}, max_tokens {w.get('max_tokens')}, users {run.get('users')}"
+            f"shared fraction {w.get('shared_fraction')}, max_tokens {w.get('max_tokens')}, users {run.users}"
         )
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"Workload: {workload}"}]})
-    if ci_url:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"<{ci_url}|CI run>"}})
-    return {"text": title, "blocks": blocks}
+        blocks.append(_context(f"Workload: {workload}"))
+    links = [f"<{ci_url}|CI run>"] if ci_url else []
+    if report_path:
+        links.append(f"full report: `{report_path}`")
+    if links:
+        blocks.append(_section(" · ".join(links)))
+    failed = sum(r.result == Outcome.FAIL for r in report.slos)
+    text = f"{title}: {failed} of {len(report.slos)} SLOs failed" if report.slos else title
+    return {"text": _clip(text, SECTION_CHARS), "blocks": blocks[:MAX_BLOCKS]}

@@ -23,13 +23,14 @@ Every error names the file, the entry and the field, on one line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
-from slogate.slo.metrics import ALL_CLASSES, LATENCY_METRICS
-from slogate.slo.regression import RegressionRule, parse_rules
+from slogate.slo.metrics import LATENCY_METRICS
+from slogate.slo.record import ALL
+from slogate.slo.regression import RegressionRule
 
 RATE_METRICS = {
     "error_rate": "fraction of requests that failed",
@@ -59,7 +60,7 @@ class SloSpecError(ValueError):
 class Objective:
     name: str
     metric: str
-    request_class: str = ALL_CLASSES
+    request_class: str = ALL
     percentile: float | None = None
     max: float | None = None  # milliseconds for latency metrics
     min: float | None = None
@@ -92,6 +93,22 @@ class SloSpec:
     source: str = "<inline>"
     regressions: tuple[RegressionRule, ...] = ()
     regression_action: str = "fail"  # fail | warn
+
+    @property
+    def classes(self) -> set[str]:
+        """Every request class an objective or a regression rule names."""
+        return {o.request_class for o in self.objectives} | {r.request_class for r in self.regressions}
+
+
+def with_overrides(spec: SloSpec, *, min_samples: int | None = None, warmup_s: float | None = None) -> SloSpec:
+    """The spec with command-line overrides (`--slo-min-samples`, `--slo-warmup-s`); every other
+    field, the regression rules included, is kept. None (or 0 min samples, < 0 warm-up) keeps the file's value."""
+    changes: dict[str, Any] = {}
+    if min_samples:
+        changes["min_samples"] = int(min_samples)
+    if warmup_s is not None and warmup_s >= 0:
+        changes["warmup_s"] = float(warmup_s)
+    return replace(spec, **changes)
 
 
 def load_spec(path: str | Path) -> SloSpec:
@@ -153,7 +170,7 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
             f"{source}: {where}: unknown field {unknown[0]!r} for metric {metric!r}{hint}; "
             f"allowed: {', '.join(sorted(allowed))}"
         )
-    request_class = entry.get("class", ALL_CLASSES)
+    request_class = entry.get("class", ALL)
     if not isinstance(request_class, str) or not request_class.strip():
         raise SloSpecError(f"{source}: {where}: field 'class': must be a request class name such as 'shared'")
 
@@ -169,7 +186,7 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
 
     if "max" not in entry and "min" not in entry:
         raise SloSpecError(f"{source}: {where}: field 'max' or 'min': one is required for metric {metric!r}")
-    if metric in SERVER_METRICS and request_class != ALL_CLASSES:
+    if metric in SERVER_METRICS and request_class != ALL:
         raise SloSpecError(f"{source}: {where}: field 'class': {metric!r} is server-wide; leave 'class' out")
     high = 1 if metric in FRACTION_METRICS else None
     lo = _number(entry["min"], source, f"{where}: field 'min'", low=0, high=high) if "min" in entry else None
@@ -178,6 +195,33 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
         raise SloSpecError(f"{source}: {where}: field 'min': {lo:g} is greater than max {hi:g}")
     name = entry.get("name") or f"{metric}-{request_class}"
     return Objective(str(name), metric, request_class, max=hi, min=lo)
+
+
+def parse_rules(entries: Any, source: str) -> tuple[RegressionRule, ...]:
+    """The SLO file's `regressions:` list; errors name the file, the entry and the field."""
+    if not isinstance(entries, list):
+        raise SloSpecError(f"{source}: field 'regressions': must be a list of rules")
+    rules = []
+    for i, e in enumerate(entries):
+        where = f"{source}: regressions[{i}]"
+        if not isinstance(e, dict):
+            raise SloSpecError(f"{where}: must be a mapping")
+        unknown = sorted(set(e) - {"metric", "percentile", "max_increase_pct", "class"})
+        if unknown:
+            raise SloSpecError(f"{where}: unknown field {unknown[0]!r}")
+        if e.get("metric") not in LATENCY_METRICS:
+            raise SloSpecError(
+                f"{where}: field 'metric': {e.get('metric')!r} is not one of {', '.join(LATENCY_METRICS)}"
+            )
+        for key, high in (("percentile", 100), ("max_increase_pct", None)):
+            v = e.get(key)
+            if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0 or (high and v > high):
+                raise SloSpecError(f"{where}: field {key!r}: must be a number > 0{f' and <= {high}' if high else ''}")
+        request_class = e.get("class", ALL)
+        if not isinstance(request_class, str) or not request_class.strip():
+            raise SloSpecError(f"{where}: field 'class': must be a request class name such as 'shared'")
+        rules.append(RegressionRule(e["metric"], float(e["percentile"]), float(e["max_increase_pct"]), request_class))
+    return tuple(rules)
 
 
 def _number(

@@ -10,9 +10,11 @@ Nothing secret can reach the page: API keys and Slack credentials are not option
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from slogate.slo.report import render_markdown
+from slogate.slo.render import observed_text, render_markdown
+from slogate.slo.report import Report
 
 TAB_KEY = "slogate"
 _COLUMNS = [
@@ -28,10 +30,10 @@ _COLUMNS = [
 _LATENCY_ROWS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"))
 
 
-def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+def rows(report: Report) -> list[dict[str, Any]]:
     """The tab's table: per-class latency percentiles, each SLO, server figures, the verdict."""
     out: list[dict[str, Any]] = []
-    for cls, m in (report.get("metrics") or {}).items():
+    for cls, m in report.metrics_summary().items():
         for key, label in _LATENCY_ROWS:
             s = m[f"{key}_ms"]
             out.append(
@@ -43,23 +45,21 @@ def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "state": "",
                 }
             )
-    for slo in report.get("slos") or []:
-        observed = (
-            "-" if slo["observed"] is None else f"{slo['observed']:.4g}{' ' + slo['unit'] if slo['unit'] else ''}"
-        )
+    for r in report.slos:
+        o = r.objective
         out.append(
             {
-                "item": f"SLO {slo['name']}: {observed}",
+                "item": f"SLO {o.name}: {observed_text(r.observed, 'ms' if o.is_latency else '')}",
                 "p50": "",
                 "p90": "",
                 "p95": "",
                 "p99": "",
-                "count": slo["samples"],
-                "target": slo["objective"],
-                "state": slo["result"],
+                "count": r.samples,
+                "target": o.describe(),
+                "state": str(r.result),
             }
         )
-    server = report.get("server") or {}
+    server = report.server or {}
     if server.get("available"):
         out.append(
             {
@@ -81,14 +81,14 @@ def rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "p95": "",
             "p99": "",
             "count": "",
-            "target": "; ".join(report.get("reasons") or []),
-            "state": report["verdict"],
+            "target": "; ".join(report.reasons),
+            "state": str(report.verdict),
         }
     )
     return out
 
 
-def install(web_ui: Any, snapshot: Any) -> None:
+def install(web_ui: Any, snapshot: Callable[[], Report]) -> None:
     """Add the tab and the endpoints to Locust's Flask app; `snapshot()` returns the live report."""
     from flask import Response, request
 
@@ -105,13 +105,13 @@ def install(web_ui: Any, snapshot: Any) -> None:
     @app.route("/slo/status")
     @web_ui.auth_required_if_enabled
     def slo_status() -> Response:
-        return Response(json.dumps(snapshot()), mimetype="application/json")
+        return Response(json.dumps(snapshot().to_json()), mimetype="application/json")
 
     @app.route("/slo/report.json")
     @web_ui.auth_required_if_enabled
     def slo_report_json() -> Response:
         return Response(
-            json.dumps(snapshot(), indent=2),
+            json.dumps(snapshot().to_json(), indent=2),
             mimetype="application/json",
             headers={"Content-Disposition": "attachment; filename=slo-report.json"},
         )

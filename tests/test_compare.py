@@ -8,21 +8,21 @@ from pathlib import Path
 import pytest
 from slogate.launch.compare import comparison_rows, write_comparison
 from slogate.launch.server import free_port
-from slogate.slo.evaluate import evaluate
+from slogate.slo.judge import judge
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.record import RequestRecord
-from slogate.slo.report import build_report
+from slogate.slo.report import Report, RunInfo
 from slogate.slo.spec import parse_spec
 
 SPEC = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200, "class": "shared"}]})
 
 
-def report_for(shared_ms: float, unique_ms: float) -> dict:
+def report_for(shared_ms: float, unique_ms: float) -> Report:
     store = MetricsStore()
     for i in range(40):
         store.add(RequestRecord("shared", 1.0 + i, e2e_us=int(shared_ms * 1000) + 9000, ttft_us=int(shared_ms * 1000)))
         store.add(RequestRecord("unique", 1.0 + i, e2e_us=int(unique_ms * 1000) + 9000, ttft_us=int(unique_ms * 1000)))
-    return build_report(evaluate(SPEC, store), store, run={})
+    return judge(SPEC, store, RunInfo())
 
 
 def test_table_has_ratios_to_the_first_profile_and_verdicts(tmp_path: Path) -> None:

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 from slogate.slo import exitcodes
 from slogate.slo.evaluate import evaluate
+from slogate.slo.judge import judge, usage_error
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.record import RequestRecord
-from slogate.slo.report import build_report, public_url, write_reports
+from slogate.slo.render import write_reports
+from slogate.slo.report import Report, RunInfo, public_url
 from slogate.slo.spec import SloSpecError, load_spec, parse_spec
 
 SPEC = {
@@ -125,8 +127,7 @@ def test_reports_are_written_and_parse(tmp_path: Path, ttft_ms: float, monkeypat
     summary = tmp_path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     store = store_with(ttft_ms, 50)
-    verdict = evaluate(parse_spec(SPEC), store)
-    report = build_report(verdict, store, run={"target": public_url("http://user:pw@host:8000/x?key=s3cret")})
+    report = judge(parse_spec(SPEC), store, RunInfo(target=public_url("http://user:pw@host:8000/x?key=s3cret")))
     paths = write_reports(report, tmp_path / "out")
     data = json.loads(paths["json"].read_text())
     assert data["verdict"] == ("pass" if ttft_ms < 200 else "fail")
@@ -138,11 +139,147 @@ def test_reports_are_written_and_parse(tmp_path: Path, ttft_ms: float, monkeypat
     assert suite.get("tests") == "2" and suite.get("failures") == ("0" if ttft_ms < 200 else "1")
     md = paths["markdown"].read_text()
     assert "| shared |" in md and "ttft-p95" in md
+    assert md.startswith(f"## slogate: {data['verdict'].upper()} (exit {data['exit_code']})")
     assert summary.read_text().strip() == md.strip()
 
 
 def test_a_usage_error_still_writes_parseable_reports(tmp_path: Path) -> None:
-    report = build_report(None, MetricsStore(), run={}, error="slo.yaml: slos[0]: field 'x'", exit_code=2)
-    paths = write_reports(report, tmp_path)
-    assert json.loads(paths["json"].read_text())["verdict"] == "error"
+    paths = write_reports(usage_error("slo.yaml: slos[0]: field 'x'"), tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert (data["verdict"], data["exit_code"]) == ("error", 2)
     assert ET.parse(paths["junit"]).getroot().get("errors") == "1"
+
+
+def test_without_an_slo_file_the_headline_matches_the_exit_code() -> None:
+    ungated = judge(None, store_with(100, 5), RunInfo())
+    assert (ungated.verdict, ungated.exit_code) == ("ungated", 0)
+    unreachable = MetricsStore()
+    unreachable.add(RequestRecord("shared", 1.0, e2e_us=1, error_kind="connect"))
+    doubtful = judge(None, unreachable, RunInfo())
+    assert (doubtful.verdict, doubtful.exit_code) == ("inconclusive", 3)
+    assert any("target unreachable" in r for r in doubtful.reasons)
+
+
+def test_a_saved_report_judges_again_to_the_same_verdict_and_figures() -> None:
+    spec = parse_spec(SPEC)
+    store = store_with(150, 30)
+    store.add(RequestRecord("unique", 200.0, e2e_us=400_000, ttft_us=390_000, completion_tokens=8, prompt_tokens=90))
+    store.add(RequestRecord("unique", 201.0, e2e_us=1, error_kind="http_5xx"))
+    run = RunInfo(target="http://h:1", model="m", workload={"seed": 1}, processes=2, max_client_lag_ms=7)
+    live = judge(spec, store, run)
+    saved = Report.from_json(json.loads(json.dumps(live.to_json())))
+    again = judge(spec, saved.measurements, saved.run, saved.server)
+    assert again.to_json() | {"generated_at": ""} == live.to_json() | {"generated_at": ""}
+
+
+def test_a_report_of_the_first_schema_still_loads_as_a_baseline() -> None:
+    store = store_with(120, 40)
+    legacy = {
+        "schema": "slogate.report/1",
+        "verdict": "pass",
+        "run": {"model": "m", "workload": {}},
+        "metrics": {"shared": {"requests": 40, "failures": 0, "duration_s": 39.0}},
+        "histograms": {c: {"ttft": store.get(c).latency["ttft"].encode()} for c in ("all", "shared")},
+    }
+    report = Report.from_json(legacy)
+    assert report.measurements.get("all").latency["ttft"].count == 40 and report.measurements.get("all").requests == 40
+
+
+def gate_with(tmp_path: Path, baseline_ttft_ms: float, **options: object) -> Report:
+    """The live gate's own path (options -> spec -> judge), in-process: a run of 40 requests at
+    300 ms TTFT against a saved baseline, with the given command-line options."""
+    from argparse import Namespace
+    from types import SimpleNamespace
+
+    from slogate.slo.baseline import save_baseline
+    from slogate.slo.locust_plugin import Gate
+    from slogate.slo.render import write_reports
+
+    base_dir = tmp_path / f"base-{baseline_ttft_ms}"
+    run = RunInfo(model="m", workload={"seed": 0})
+    write_reports(judge(None, store_with(baseline_ttft_ms, 400), run), base_dir)
+    baseline = save_baseline(base_dir / "slo-report.json", tmp_path / "baseline.json")
+    spec = tmp_path / "gate.yaml"
+    spec.write_text(
+        "slos:\n  - {metric: ttft, percentile: 95, max_ms: 1000}\nmin_samples: 20\nwarmup_s: 0\n"
+        "regressions:\n  - {metric: ttft, percentile: 95, max_increase_pct: 10}\n"
+    )
+    defaults = {"slo_file": str(spec), "slo_baseline": str(baseline), "slo_min_samples": 0, "slo_warmup_s": -1.0}
+    env = SimpleNamespace(parsed_options=Namespace(**{**defaults, **options}), runner=None, host="http://h:1")
+    gate = Gate(env)
+    gate.configure(with_baseline=True)
+    gate.model, gate.workload = "m", {"seed": 0}
+    gate.listener.start(gate.warmup_s)
+    gate.listener.run_started_at = 0.0
+    for i in range(40):
+        gate.listener.on_request(context={"slogate_record": RequestRecord("shared", 100.0 + i, 301_000, 300_000)})
+    return gate.snapshot(final=True)
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"slo_min_samples": 10}, {"slo_warmup_s": 0.0}, {"slo_min_samples": 10, "slo_warmup_s": 1.0}]
+)
+def test_command_line_overrides_keep_the_regression_rules(tmp_path: Path, options: dict) -> None:
+    """TTFT tripled against the baseline: exit 1 with or without --slo-min-samples / --slo-warmup-s
+    (the override once rebuilt the spec without its regression rules, and the run passed)."""
+    report = gate_with(tmp_path, 100, **options)
+    assert report.regression is not None and report.regression.status == "regression"
+    assert (report.verdict, report.exit_code) == ("fail", exitcodes.FAIL)
+    same = gate_with(tmp_path, 300, **options)
+    assert same.regression.status == "ok" and same.exit_code == exitcodes.PASS
+
+
+def test_min_samples_override_is_applied(tmp_path: Path) -> None:
+    assert gate_with(tmp_path, 300, slo_min_samples=100).verdict == "inconclusive"
+
+
+def test_the_judge_imports_neither_locust_nor_gevent() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import slogate.slo.judge, slogate.slo.render, slogate.slo.baseline, slogate.slo.publish\n"
+        "import slogate.slo.vllm_bench, slogate.slo.saved\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('locust', 'gevent', 'geventhttpclient'))\n"
+        "assert not bad, bad\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(("cpu_s", "busy_machine"), [(2.0, True), (9.0, False)])
+def test_the_self_check_tells_a_busy_machine_from_a_saturated_generator(cpu_s: float, busy_machine: bool) -> None:
+    """Event-loop lag with little CPU of its own: other processes held the cores, and more load
+    processes would not help; with its own CPU near a core, they would."""
+    from slogate.slo.self_check import assess
+
+    store = store_with(100, 50)
+    for _ in range(200):
+        store.loop_lag.record_ms(30)
+    store.client_cpu_s, store.client_wall_s = cpu_s, 10.0
+    saturation = assess(store, cpu_warning=False, processes=1)
+    assert saturation is not None and saturation.client_delay_ms >= 30
+    assert ("machine was busy" in saturation.message) is busy_machine
+    assert ("--processes 2" in saturation.message) is not busy_machine
+    report = judge(parse_spec(SPEC), store, RunInfo())
+    assert report.to_json()["self_check"]["client_cpu_per_process"] == cpu_s / 10
+
+
+def test_locusts_table_counts_unfinished_and_dropped_requests_apart_not_as_failures() -> None:
+    from types import SimpleNamespace
+
+    from slogate.slo.listener import report_record
+    from slogate.slo.record import ErrorKind
+
+    fired: list[dict] = []
+    env = SimpleNamespace(events=SimpleNamespace(request=SimpleNamespace(fire=lambda **kw: fired.append(kw))))
+    report_record(env, RequestRecord("unique", 1.0, e2e_us=9_000, ttft_us=5_000, error_kind=ErrorKind.UNFINISHED))
+    report_record(env, RequestRecord("shared", 1.0, e2e_us=0, error_kind=ErrorKind.DROPPED))
+    report_record(env, RequestRecord("shared", 1.0, e2e_us=10, error_kind=ErrorKind.HTTP_5XX, error_message="x"))
+    assert [(e["request_type"], e["exception"] is None) for e in fired] == [
+        ("UNFINISHED", True),
+        ("DROPPED", True),
+        ("E2E", False),
+    ]
+    assert all(e["context"]["slogate_record"] for e in fired)  # the gate still gets every record

@@ -5,7 +5,10 @@ from pathlib import Path
 import pytest
 from slogate.launch.server import free_port
 
-FAST = "ttft_ms=100,tokens=3,itl_ms=2"  # far from the 5 ms fail target: client delay cannot explain it
+FAST = "ttft_ms=100,tokens=3,itl_ms=2"
+# Far from the 5 ms fail target: the self-check counts up to twice the worst event-loop stall as
+# client delay (a 50 ms stall at start-up is common on a busy 2-core machine), and 400 ms is more.
+SLOW = "ttft_ms=400,tokens=3,itl_ms=2"
 
 
 def slo_file(tmp_path: Path, max_ms: float, min_samples: int = 10) -> str:
@@ -21,14 +24,16 @@ def run_args(slo: str, model: str = FAST) -> list[str]:
     return ["-u", "2", "-r", "2", "-t", "3s", "--slo-file", slo, "--model", model, "--shared-prefix-tokens", "50"]
 
 
-@pytest.mark.parametrize(("max_ms", "code", "verdict"), [(500, 0, "pass"), (5, 1, "fail")])
-def test_pass_and_fail(fault_server: str, locust_run, tmp_path: Path, max_ms: float, code: int, verdict: str) -> None:
-    run = locust_run(fault_server, *run_args(slo_file(tmp_path, max_ms)))
+@pytest.mark.parametrize(("max_ms", "model", "code", "verdict"), [(500, FAST, 0, "pass"), (5, SLOW, 1, "fail")])
+def test_pass_and_fail(
+    fault_server: str, locust_run, tmp_path: Path, max_ms: float, model: str, code: int, verdict: str
+) -> None:
+    run = locust_run(fault_server, *run_args(slo_file(tmp_path, max_ms, min_samples=5), model))
     assert run.code == code, run.stderr[-2000:]
     report = run.report
     assert report["verdict"] == verdict and report["exit_code"] == code
     ttft = report["metrics"]["all"]["ttft_ms"]
-    assert ttft["count"] >= 10 and 100 <= ttft["p95"] < 400
+    assert ttft["count"] >= 5 and 100 <= ttft["p95"] < 800
     assert {"all", "shared", "unique"} <= set(report["metrics"])
     assert (run.report_dir / "slo-junit.xml").exists() and (run.report_dir / "slo-summary.md").exists()
     assert f"slogate: {verdict.upper()}" in run.stdout
@@ -59,11 +64,39 @@ def test_a_malformed_slo_file_exits_2_before_any_load(fault_server: str, locust_
     assert run.report["verdict"] == "error" and "percentile" in run.report["reasons"][0]
 
 
-def test_an_unreachable_target_is_inconclusive(locust_run, tmp_path: Path) -> None:
-    run = locust_run(f"http://127.0.0.1:{free_port()}", *run_args(slo_file(tmp_path, 500)))
+@pytest.mark.parametrize("model_given", [False, True])
+def test_an_unreachable_target_stops_the_run_inconclusive(locust_run, tmp_path: Path, model_given: bool) -> None:
+    """It stops instead of waiting out --run-time: at model discovery (the runner used to be
+    killed half-way through its own quit, from the user's greenlet that asked for it), or, with
+    --model given, once every request has been refused for --slo-unreachable-s."""
+    args = [*run_args(slo_file(tmp_path, 500)), "-t", "10m", "--slo-unreachable-s", "3"]
+    if not model_given:
+        args = [a for a in args if a not in ("--model", FAST)]
+    run = locust_run(f"http://127.0.0.1:{free_port()}", *args, timeout=90)
     assert run.code == 3, run.stderr[-2000:]
-    assert run.report["verdict"] == "inconclusive"
-    assert any("target unreachable" in r for r in run.report["reasons"])
+    assert run.report["verdict"] == "inconclusive" and run.report["run"]["duration_s"] < 60
+    expected = "no request succeeded in 3 s" if model_given else "cannot reach the target"
+    assert any("target unreachable" in r and expected in r for r in run.report["reasons"]), run.report["reasons"]
+    assert "slogate: INCONCLUSIVE (exit 3)" in run.stdout
+
+
+def test_a_target_that_refuses_every_request_is_given_up_after_the_limit() -> None:
+    from slogate.slo.locust_plugin import unreachable_reason
+    from slogate.slo.metrics import ClassMetrics
+    from slogate.slo.record import ErrorKind, RequestRecord
+
+    total = ClassMetrics()
+    for kind in (ErrorKind.CONNECT, ErrorKind.TIMEOUT, ErrorKind.HTTP_5XX):
+        total.add(RequestRecord("shared", 1.0, e2e_us=10, error_kind=kind))
+    assert unreachable_reason(total, 14.0, 15.0) is None  # not yet
+    reason = unreachable_reason(total, 15.2, 15.0)
+    assert reason is not None and "no request succeeded in 15 s, 2 refused or timed out" in reason
+    assert unreachable_reason(total, 99.0, 0) is None  # 0: never
+    total.add(RequestRecord("shared", 2.0, e2e_us=10, ttft_us=5))
+    assert unreachable_reason(total, 99.0, 15.0) is None  # one answer: measured, not stopped
+    only_5xx = ClassMetrics()
+    only_5xx.add(RequestRecord("shared", 1.0, e2e_us=10, error_kind=ErrorKind.HTTP_5XX))
+    assert unreachable_reason(only_5xx, 99.0, 15.0) is None  # it answers (badly): the gate judges it
 
 
 def test_a_target_without_metrics_degrades_to_a_warning(fault_server: str, locust_run, tmp_path: Path) -> None:

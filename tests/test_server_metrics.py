@@ -67,3 +67,16 @@ def test_server_slos_judge_the_figures() -> None:
     verdict = evaluate(spec, MetricsStore(), server=m.summary())
     assert [r.result for r in verdict.results] == ["pass", "fail"]  # 3 waiting (2 + 1) > 2
     assert verdict.status == "fail"
+
+
+def test_counters_restart_after_priming_so_the_server_ttft_is_the_runs() -> None:
+    """Priming prefills (slow, not judged by the client) must not enter the server's TTFT mean or
+    the hit rate: the run counts from the restart on."""
+    m = ServerMetrics()
+    m.add(parse(exposition(0, 0, 0, [0, 0, 0, 0, 0], 0.0)))
+    m.add(parse(exposition(3000, 0, 0, [0, 0, 0, 0, 2], 4.0)))  # two priming prefills of 2 s
+    m.restart_from(parse(exposition(3000, 0, 0, [0, 0, 0, 0, 2], 4.0)))
+    m.add(parse(exposition(6000, 2900, 0, [10, 10, 10, 10, 12], 4.1)))  # ten 10 ms requests
+    s = m.summary()
+    assert s["server_ttft_ms"]["count"] == 10 and s["server_ttft_ms"]["mean"] == 10.0
+    assert s["prefix_cache_hit_rate"] == round(2900 / 3000, 4) and s["scrapes"] == 2

@@ -1,0 +1,116 @@
+"""The judge: measurements and run facts in, one typed `Report` out.
+
+It knows nothing of Locust or gevent (a test checks that): the live gate (slo/locust_plugin.py),
+`slogate judge` on a saved report or a `vllm bench serve` result, and the web UI's live view all
+call `judge`, so one run gives one verdict whoever asks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slogate.slo.evaluate import evaluate
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import ALL, ErrorKind
+from slogate.slo.regression import Baseline, RegressionCheck, check
+from slogate.slo.report import Report, RunInfo
+from slogate.slo.self_check import assess
+from slogate.slo.spec import SloSpec
+from slogate.slo.verdict import RegressionStatus, Verdict
+
+
+class UnknownClass(ValueError):
+    """An SLO names a request class these measurements cannot have; str() is one line."""
+
+
+def check_classes(spec: SloSpec, available: list[str], source: str) -> None:
+    """Refuse (before judging, or before any load) an SLO on a class the workload cannot produce."""
+    missing = sorted(spec.classes - set(available))
+    if missing:
+        raise UnknownClass(
+            f"{spec.source}: class {missing[0]!r} is not measured by {source}; "
+            f"classes available: {', '.join(available)}"
+        )
+
+
+def measurement_problems(measurements: MetricsStore) -> list[str]:
+    """Facts in the measurements themselves that make any figure doubtful."""
+    problems = []
+    total = measurements.get(ALL)
+    if total.dropped:
+        problems.append(
+            f"{total.dropped} scheduled requests were dropped: every --max-in-flight slot was busy at their "
+            "send time (raise --max-in-flight, or the server cannot keep up with the arrival rate)"
+        )
+    if total.requests and not total.successes and total.errors_by_kind.get(ErrorKind.CONNECT) == total.requests:
+        problems.append(f"target unreachable: all {total.requests} requests failed to connect")
+    return problems
+
+
+def with_ttft_gap(server: dict[str, Any] | None, measurements: MetricsStore) -> dict[str, Any] | None:
+    """The server figures plus the client-server TTFT gap: time outside the engine (network, HTTP
+    server, and any queueing before the engine)."""
+    if server is None:
+        return None
+    out = dict(server)
+    client_mean = measurements.get(ALL).latency["ttft"].mean_ms()
+    server_mean = (server.get("server_ttft_ms") or {}).get("mean")
+    if client_mean is not None and server_mean is not None:
+        out["client_server_ttft_gap_ms"] = round(client_mean - server_mean, 3)
+    return out
+
+
+def fold_regression(verdict: Verdict, reasons: list[str], regression: RegressionCheck) -> Verdict:
+    """The verdict once the baseline has spoken (appends to `reasons`).
+
+    A regression fails the run (exit 1) unless the action is `warn`; an inconclusive comparison
+    makes an otherwise passing run inconclusive (exit 3); a baseline of another workload is
+    refused (exit 2 for a run that would otherwise pass): comparing with it would mean nothing.
+    """
+    status = regression.status
+    if status == RegressionStatus.REFUSED:
+        reasons.append(f"baseline refused: {regression.refused_reason}")
+        return Verdict.ERROR if verdict == Verdict.PASS else verdict
+    if status == RegressionStatus.OK:
+        return verdict
+    if regression.action == "warn":
+        reasons.append(f"regression check: {status} (warn only)")
+        return verdict
+    if status == RegressionStatus.REGRESSION:
+        reasons.append(f"regression against the baseline: {regression.names(status)}")
+        return Verdict.FAIL if verdict in (Verdict.PASS, Verdict.INCONCLUSIVE) else verdict
+    reasons.append(f"regression check inconclusive (change within the noise): {regression.names(status)}")
+    return Verdict.INCONCLUSIVE if verdict == Verdict.PASS else verdict
+
+
+def judge(
+    spec: SloSpec | None,
+    measurements: MetricsStore,
+    run: RunInfo,
+    server: dict[str, Any] | None = None,
+    baseline: Baseline | None = None,
+) -> Report:
+    """The verdict on a run. Without a spec the run is measured, not gated (`ungated`, exit 0),
+    unless something made its figures doubtful (`inconclusive`, exit 3)."""
+    problems = [*run.problems, *measurement_problems(measurements)]
+    saturation = assess(measurements, run.cpu_warning, run.processes, run.max_client_lag_ms)
+    server = with_ttft_gap(server, measurements)
+    if spec is None:
+        reasons = [*problems, *([saturation.message] if saturation else [])]
+        verdict = Verdict.INCONCLUSIVE if problems else Verdict.UNGATED
+        return Report(
+            verdict, reasons or ["no SLO file: measured, not gated"], run, measurements, server=server,
+            saturated=saturation is not None,
+        )  # fmt: skip
+    evaluation = evaluate(spec, measurements, problems, server, saturation)
+    verdict, reasons = evaluation.status, list(evaluation.reasons)
+    regression = None
+    if baseline is not None:
+        regression = check(spec.regressions, spec.regression_action, baseline, measurements, run.model, run.workload)
+        verdict = fold_regression(verdict, reasons, regression)
+    return Report(verdict, reasons, run, measurements, evaluation.results, server, regression, saturation is not None)
+
+
+def usage_error(message: str, run: RunInfo | None = None, measurements: MetricsStore | None = None) -> Report:
+    """The report of a run that could not be judged: bad SLO file, result file or baseline (exit 2)."""
+    return Report(Verdict.ERROR, [message], run or RunInfo(), measurements or MetricsStore())

@@ -1,0 +1,54 @@
+"""After the verdict: alert Slack as the policy says, write the report files, print the summary.
+The live gate and `slogate judge` both end here, so a saved result alerts and reports exactly
+as a live run does."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from slogate.slo.render import JSON_NAME, write_reports
+from slogate.slo.report import Report
+from slogate.slo.slack import DEFAULT_BUDGET_S, SlackNotifier, build_message, ci_run_url, reasons_to_notify
+
+log = logging.getLogger("slogate")
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSettings:
+    channel: str | None = None  # for SLACK_BOT_TOKEN; a webhook needs none
+    notify: frozenset[str] = frozenset()
+    budget_s: float = DEFAULT_BUDGET_S
+
+
+def alert(report: Report, settings: AlertSettings, report_path: str | None = None) -> None:
+    """Send the Slack message the policy asks for; record the outcome in the report (never a secret).
+    A Slack failure is one warning line and never changes the verdict."""
+    notifier = SlackNotifier.from_env(settings.channel, settings.budget_s)
+    if notifier is None:
+        return
+    baseline_verdict = report.regression.baseline_verdict if report.regression else None
+    reasons = reasons_to_notify(report, settings.notify, baseline_verdict)
+    if not reasons:
+        report.alerts = {"slack": {"sent": False, "detail": "nothing to notify under --slack-notify"}}
+        return
+    result = notifier.send(build_message(report, ci_run_url(), report_path))
+    report.alerts = {"slack": {"sent": result.ok, "attempts": result.attempts, "detail": result.detail, "for": reasons}}
+    if not result.ok:
+        log.warning(
+            "slogate: Slack notification failed after %d attempt(s) (%s); the verdict stands",
+            result.attempts,
+            result.detail,
+        )
+
+
+def publish(report: Report, report_dir: str | Path, settings: AlertSettings, out: TextIO = sys.stdout) -> None:
+    """Alert, write every report file, print the Markdown summary."""
+    alert(report, settings, str(Path(report_dir) / JSON_NAME))
+    paths = write_reports(report, report_dir)
+    out.write("\n" + paths["markdown"].read_text())
+    out.write(f"slogate: reports in {report_dir}/\n")
+    out.flush()

@@ -1,0 +1,110 @@
+"""`slogate judge`: judge a saved result with the live gate's judge, reports and alerts.
+
+A result is a slogate `slo-report.json` (judged again from its measurements, e.g. with a new SLO
+file or baseline; with its own SLO file it gives the live run's verdict and figures) or a
+`vllm bench serve --save-result --save-detailed` JSON (class `all` only). The format is told
+from the content. Every bad input is one line and exit 2, and a report is written all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from slogate.slo import exitcodes
+from slogate.slo.baseline import BaselineError, load_baseline
+from slogate.slo.judge import UnknownClass, check_classes, judge, usage_error
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.publish import AlertSettings, publish
+from slogate.slo.record import ALL, PREFIX_CLASSES
+from slogate.slo.render import write_reports
+from slogate.slo.report import Report, ReportError, RunInfo, utc_iso
+from slogate.slo.spec import SloSpecError, load_spec, with_overrides
+from slogate.slo.vllm_bench import VllmBenchError, load_vllm_bench, looks_like_vllm_bench
+
+VLLM_BENCH = "vllm-bench"
+# vllm bench's run fields that must match for a baseline comparison to mean anything.
+_VLLM_BENCH_WORKLOAD = ("endpoint_type", "request_rate", "burstiness", "max_concurrency")
+
+
+class ResultError(ValueError):
+    """A result file that cannot be judged; str() is one line."""
+
+
+@dataclass(slots=True)
+class SavedRun:
+    measurements: MetricsStore
+    run: RunInfo
+    server: dict[str, Any] | None = None
+    classes: list[str] = field(default_factory=lambda: [ALL])  # the classes an SLO may name
+
+
+def load_result(path: str | Path) -> SavedRun:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except OSError as e:
+        raise ResultError(f"{p}: cannot read result: {e.strerror or e}") from None
+    except ValueError:
+        raise ResultError(f"{p}: not JSON (expected a slogate slo-report.json or a vllm bench serve result)") from None
+    if isinstance(data, dict) and str(data.get("schema", "")).startswith("slogate.report/"):
+        try:
+            report = Report.from_json(data, str(p))
+        except ReportError as e:
+            raise ResultError(str(e)) from None
+        measured = [c for c in report.measurements.class_names() if c not in (ALL, *PREFIX_CLASSES)]
+        return SavedRun(report.measurements, report.run, report.server, [ALL, *PREFIX_CLASSES, *measured])
+    if looks_like_vllm_bench(data):
+        try:
+            bench = load_vllm_bench(data, str(p))
+        except VllmBenchError as e:
+            raise ResultError(str(e)) from None
+        run = RunInfo(
+            source=VLLM_BENCH,
+            model=bench.model,
+            workload={k: bench.facts[k] for k in _VLLM_BENCH_WORKLOAD if k in bench.facts},
+            started_at=utc_iso(bench.started_at),
+            duration_s=bench.duration_s,
+            notes=list(bench.notes),
+            details=dict(bench.facts),
+        )
+        return SavedRun(bench.store, run)
+    raise ResultError(
+        f"{p}: neither a slogate report (schema 'slogate.report/…') nor a vllm bench serve result "
+        "saved with --save-result --save-detailed (per-request 'ttfts', 'itls', 'latencies', ...)"
+    )
+
+
+def judge_file(
+    result: str,
+    slo_file: str,
+    report_dir: str,
+    *,
+    baseline: str | None = None,
+    alerts: AlertSettings | None = None,
+    min_samples: int | None = None,
+    warmup_s: float | None = None,
+) -> int:
+    """Judge `result` against `slo_file` (and `baseline`), alert, write the reports; the exit code."""
+    try:
+        saved = load_result(result)
+        spec = with_overrides(load_spec(slo_file), min_samples=min_samples, warmup_s=warmup_s)
+        check_classes(spec, saved.classes, "this result")
+        base = load_baseline(baseline) if baseline else None
+    except (ResultError, SloSpecError, UnknownClass, BaselineError) as e:
+        sys.stderr.write(f"slogate: error: {e}\n")
+        write_reports(usage_error(str(e)), report_dir)
+        return exitcodes.USAGE
+    run = replace(saved.run, slo_file=spec.source, notes=list(saved.run.notes))
+    recorded_warmup = saved.run.warmup_s if saved.run.source != VLLM_BENCH else 0.0
+    if spec.warmup_s != recorded_warmup:
+        run.notes.append(
+            f"warmup_s {spec.warmup_s:g} is not applied: a saved result is judged as it was recorded "
+            f"(warm-up excluded then: {recorded_warmup:g} s)"
+        )
+    report = judge(spec, saved.measurements, run, saved.server, base)
+    publish(report, report_dir, alerts or AlertSettings())
+    return report.exit_code

@@ -1,0 +1,151 @@
+"""`slogate judge`: saved slogate reports and `vllm bench serve` results through the live gate's
+judge, reports and exit codes (in-process; one test runs the installed command)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from slogate.slo import exitcodes
+from slogate.slo.judge import judge
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import RequestRecord
+from slogate.slo.render import write_reports
+from slogate.slo.report import RunInfo
+from slogate.slo.saved import judge_file
+from slogate.slo.spec import load_spec
+
+DATA = Path(__file__).parent / "data"
+CHAT, COMPLETIONS = DATA / "vllm_bench_chat.json", DATA / "vllm_bench_completions.json"
+
+
+def slo(tmp_path: Path, body: str, name: str = "slo.yaml") -> str:
+    f = tmp_path / name
+    f.write_text(body)
+    return str(f)
+
+
+def ttft_slo(tmp_path: Path, max_ms: float, min_samples: int = 10, cls: str = "all") -> str:
+    return slo(
+        tmp_path,
+        f"slos:\n  - {{name: ttft-p95, metric: ttft, percentile: 95, max_ms: {max_ms}, class: {cls}}}\n"
+        f"min_samples: {min_samples}\n",
+        f"slo-{max_ms}-{min_samples}-{cls}.yaml",
+    )
+
+
+def report_of(out: Path) -> dict:
+    return json.loads((out / "slo-report.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("max_ms", "min_samples", "code", "verdict"),
+    [
+        (150, 10, exitcodes.PASS, "pass"),
+        (20, 10, exitcodes.FAIL, "fail"),
+        (150, 50, exitcodes.INCONCLUSIVE, "inconclusive"),
+    ],
+)
+def test_a_vllm_bench_result_passes_fails_or_is_inconclusive(
+    tmp_path: Path, max_ms: float, min_samples: int, code: int, verdict: str
+) -> None:
+    out = tmp_path / "out"
+    assert judge_file(str(COMPLETIONS), ttft_slo(tmp_path, max_ms, min_samples), str(out)) == code
+    report = report_of(out)
+    assert (report["verdict"], report["exit_code"]) == (verdict, code)
+    assert report["run"]["source"] == "vllm-bench" and report["run"]["model"] == "ttft_ms=40,tokens=4,itl_ms=5"
+    total = report["metrics"]["all"]
+    assert (total["requests"], total["failures"]) == (20, 6) and total["ttft_ms"]["count"] == 14
+    assert (out / "slo-junit.xml").exists() and f"slogate: {verdict.upper()} (exit {code})" in (
+        out / "slo-summary.md"
+    ).read_text()
+
+
+def test_the_chat_client_ttft_caveat_is_in_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    judge_file(str(CHAT), ttft_slo(tmp_path, 150), str(out))
+    notes = report_of(out)["run"]["notes"]
+    assert any("role-only" in n for n in notes) and "role-only" in (out / "slo-summary.md").read_text()
+    judge_file(str(COMPLETIONS), ttft_slo(tmp_path, 150), str(tmp_path / "c"))
+    assert not any("role-only" in n for n in report_of(tmp_path / "c")["run"]["notes"])
+
+
+def test_an_slo_on_a_class_vllm_bench_cannot_have_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    assert judge_file(str(COMPLETIONS), ttft_slo(tmp_path, 150, cls="shared"), str(out)) == exitcodes.USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "class 'shared' is not measured by this result; classes available: all" in err[0]
+    assert report_of(out)["verdict"] == "error"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("not json", "not JSON"),
+        ('{"hello": 1}', "neither a slogate report"),
+        ('{"ttfts": [0.1], "latencies": [0.2]}', "--save-detailed"),
+        ('{"schema": "slogate.report/2", "verdict": "pass"}', "malformed slogate report"),
+    ],
+)
+def test_anything_else_is_one_line_and_exit_2(tmp_path: Path, capsys, content: str, expected: str) -> None:
+    bad = tmp_path / "result.json"
+    bad.write_text(content)
+    out = tmp_path / "out"
+    assert judge_file(str(bad), ttft_slo(tmp_path, 150), str(out)) == exitcodes.USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"slogate: error: {bad}: ") and expected in err[0]
+    assert report_of(out)["exit_code"] == exitcodes.USAGE
+
+
+def live_report(tmp_path: Path, spec_path: str) -> Path:
+    store = MetricsStore()
+    for i in range(60):
+        ttft = 80_000 + 1_000 * (i % 30)
+        store.add(RequestRecord("shared" if i % 2 else "unique", 10.0 + i, ttft + 20_000, ttft, [5_000, 5_000], 100, 3))
+    store.add(RequestRecord("unique", 99.0, 1_000, error_kind="http_429"))
+    run = RunInfo(target="http://h:1", model="m", workload={"seed": 0}, warmup_s=0.0, slo_file=spec_path)
+    out = tmp_path / "live"
+    write_reports(judge(load_spec(spec_path), store, run), out)
+    return out / "slo-report.json"
+
+
+def test_a_saved_report_with_its_own_slo_file_gives_the_live_verdict_and_figures(tmp_path: Path) -> None:
+    spec = slo(
+        tmp_path,
+        "slos:\n  - {metric: ttft, percentile: 99, max_ms: 200, class: unique}\n"
+        "  - {metric: error_rate, max: 0.1}\nmin_samples: 20\n",
+    )
+    saved = live_report(tmp_path, spec)
+    out = tmp_path / "again"
+    assert judge_file(str(saved), spec, str(out)) == exitcodes.PASS
+    live, again = json.loads(saved.read_text()), report_of(out)
+    for key in ("verdict", "exit_code", "reasons", "slos", "metrics", "run", "measurements"):
+        assert again[key] == live[key], key
+    stricter = ttft_slo(tmp_path, 50, cls="unique")
+    assert judge_file(str(saved), stricter, str(tmp_path / "strict")) == exitcodes.FAIL
+
+
+def test_a_saved_report_against_a_baseline(tmp_path: Path) -> None:
+    spec = slo(
+        tmp_path,
+        "slos:\n  - {metric: ttft, percentile: 95, max_ms: 1000}\nmin_samples: 20\n"
+        "regressions:\n  - {metric: ttft, percentile: 50, max_increase_pct: 10}\n",
+    )
+    saved = live_report(tmp_path, spec)
+    out = tmp_path / "same"
+    assert judge_file(str(saved), spec, str(out), baseline=str(saved)) == exitcodes.PASS
+    assert report_of(out)["regression"]["comparisons"][0]["verdict"] == "ok"
+    bench = judge_file(str(COMPLETIONS), spec, str(tmp_path / "other"), baseline=str(saved), min_samples=5)
+    assert bench == exitcodes.USAGE and "baseline refused" in report_of(tmp_path / "other")["reasons"][-1]
+
+
+def test_the_installed_command(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "slogate.cli", "judge", str(COMPLETIONS), "--slo-file", ttft_slo(tmp_path, 20),
+         "--slo-report-dir", str(out)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == exitcodes.FAIL, proc.stderr
+    assert "slogate: FAIL (exit 1)" in proc.stdout and report_of(out)["verdict"] == "fail"
