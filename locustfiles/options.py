@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from typing import Any
 
 import gevent.lock
 from locust import events
+from locust.runners import WorkerRunner
 from slogate.locustfiles import server
 from slogate.locustfiles.workload import Workload, WorkloadConfig
 
@@ -50,6 +52,22 @@ def _add_arguments(parser: Any) -> None:
     parser.add_argument(
         "--no-prime-prefixes", action="store_true", help="Do not send each shared prefix once before measuring"
     )
+    parser.add_argument(
+        "--prompt-nonce",
+        type=str,
+        default="",
+        help="Reproduce a run's exact prompts (its report's run.workload.prompt_nonce); "
+        "default: a new one per run, so unique prompts never repeat across runs",
+    )
+
+
+@events.test_start.add_listener
+def _choose_prompt_nonce(environment: Any, **_: Any) -> None:
+    """One nonce per run, chosen where the run starts (locally or on the master, which passes its
+    options to the workers with the spawn message)."""
+    opts = environment.parsed_options
+    if opts is not None and not isinstance(environment.runner, WorkerRunner):
+        opts.run_prompt_nonce = opts.prompt_nonce or secrets.token_hex(6)
 
 
 def config_from_options(opts: Any) -> WorkloadConfig:
@@ -66,6 +84,7 @@ def config_from_options(opts: Any) -> WorkloadConfig:
         ignore_eos=opts.ignore_eos,
         request_timeout_s=opts.request_timeout,
         prime_prefixes=not opts.no_prime_prefixes,
+        prompt_nonce=getattr(opts, "run_prompt_nonce", "") or opts.prompt_nonce,
     )
 
 

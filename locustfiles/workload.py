@@ -37,6 +37,10 @@ class WorkloadConfig:
     ignore_eos: bool = False
     request_timeout_s: float = 120.0
     prime_prefixes: bool = True
+    # Makes every unique-class prompt and every user message unique across runs, not only within
+    # one: a second run against a server with prefix caching must not hit what the first cached.
+    # A new one per run by default (the report records it); shared prefixes do not depend on it.
+    prompt_nonce: str = ""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.shared_fraction <= 1.0:
@@ -92,13 +96,16 @@ class Workload:
     def _words(self, tokens: int) -> int:
         return max(1, round(tokens / self.tokens_per_word)) if tokens > 0 else 0
 
+    def _run_tag(self) -> str:
+        return f"[run {self.config.prompt_nonce}] " if self.config.prompt_nonce else ""
+
     def _body(self, system: str, rng: random.Random) -> dict[str, Any]:
         cfg = self.config
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [
                 {"role": "system", "content": system},
-                {"role": "user", "content": _text(rng, self._words(cfg.user_message_tokens))},
+                {"role": "user", "content": self._run_tag() + _text(rng, self._words(cfg.user_message_tokens))},
             ],
             "max_tokens": cfg.max_tokens,
             "temperature": cfg.temperature,
@@ -113,7 +120,9 @@ class Workload:
         cfg = self.config
         if rng.random() < cfg.shared_fraction:
             return ChatRequest(SHARED, self._body(rng.choice(self.shared_prefixes), rng))
-        unique_prefix = f"[request {rng.getrandbits(64):016x}] " + _text(rng, self._words(cfg.unique_tokens))
+        unique_prefix = f"{self._run_tag()}[request {rng.getrandbits(64):016x}] " + _text(
+            rng, self._words(cfg.unique_tokens)
+        )
         return ChatRequest(UNIQUE, self._body(unique_prefix, rng))
 
     def priming_requests(self) -> list[dict[str, Any]]:

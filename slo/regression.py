@@ -21,8 +21,9 @@ from slogate.slo.metrics import MetricsStore
 from slogate.slo.record import ALL
 from slogate.slo.verdict import RegressionStatus
 
-# A workload field that differs makes a comparison meaningless; these may differ freely.
-_VOLATILE_WORKLOAD_KEYS = {"request_timeout_s", "prime_prefixes"}
+# A workload field that differs makes a comparison meaningless; these may differ freely (every
+# run has a prompt nonce of its own: the same shapes, never the same unique prompts).
+_VOLATILE_WORKLOAD_KEYS = {"request_timeout_s", "prime_prefixes", "prompt_nonce"}
 
 
 class BaselineMismatch(ValueError):

@@ -1,0 +1,50 @@
+"""Prompts: unique across runs (a per-run nonce), shared prefixes identical across runs, and a
+run's exact prompts reproducible from its report."""
+
+import json
+import random
+from pathlib import Path
+
+from slogate.locustfiles.workload import Workload, WorkloadConfig
+from slogate.slo.record import SHARED, UNIQUE
+
+
+def requests(nonce: str, n: int = 300) -> list:
+    workload = Workload(WorkloadConfig(seed=7, shared_prefix_tokens=40, prompt_nonce=nonce), "m", 1.3)
+    rng = random.Random("7:0:1")  # a user's RNG: the same seed gives the same shapes
+    return [workload.next_request(rng) for _ in range(n)]
+
+
+def messages(reqs: list, cls: str, role: str) -> list[str]:
+    return [next(m["content"] for m in r.body["messages"] if m["role"] == role) for r in reqs if r.request_class == cls]
+
+
+def test_two_runs_share_shared_prefixes_and_nothing_unique() -> None:
+    first, second = requests("aaaa"), requests("bbbb")
+    assert [r.request_class for r in first] == [r.request_class for r in second]  # shapes reproducible
+    assert set(messages(first, SHARED, "system")) == set(messages(second, SHARED, "system"))
+    assert not set(messages(first, UNIQUE, "system")) & set(messages(second, UNIQUE, "system"))
+    users = lambda reqs: set(messages(reqs, SHARED, "user") + messages(reqs, UNIQUE, "user"))  # noqa: E731
+    assert not users(first) & users(second)
+    assert [r.body for r in requests("aaaa")] == [r.body for r in first]  # the same nonce: the same prompts
+
+
+def logged_digests(log: Path) -> list[str]:
+    return [json.loads(line)["digest"] for line in log.read_text().splitlines()]
+
+
+def test_a_second_run_sends_no_body_of_the_first_and_its_nonce_reproduces_it(own_fault_server, locust_run) -> None:
+    url, log = own_fault_server
+    args = ["-u", "1", "-r", "1", "-t", "2s", "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "50"]
+    first = locust_run(url, *args)
+    first_digests = logged_digests(log)
+    nonce = first.report["run"]["workload"]["prompt_nonce"]
+    assert first.code == 0 and len(nonce) >= 8 and len(first_digests) > 10
+    second = locust_run(url, *args)
+    second_digests = logged_digests(log)[len(first_digests) :]
+    assert second.report["run"]["workload"]["prompt_nonce"] != nonce
+    assert len(second_digests) > 10 and not set(first_digests) & set(second_digests)
+    again = locust_run(url, *args, "--prompt-nonce", nonce)
+    again_digests = logged_digests(log)[len(first_digests) + len(second_digests) :]
+    k = min(len(again_digests), len(first_digests))
+    assert again.report["run"]["workload"]["prompt_nonce"] == nonce and again_digests[:k] == first_digests[:k]
