@@ -1,10 +1,10 @@
 """The workload's Locust options (command line, `locust.conf`, web UI form) and the per-process
-workload built from them. Secrets are never options: the API key comes from the environment only."""
+workload built from them. Secrets are never options: the API key comes from the environment only,
+credentials in the --host URL become a header (slo/target.py)."""
 
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from typing import Any
 
@@ -13,9 +13,9 @@ from locust import events
 from locust.runners import WorkerRunner
 from slogate.locustfiles import server
 from slogate.locustfiles.workload import Workload, WorkloadConfig
+from slogate.slo import target
 
 log = logging.getLogger("slogate.workload")
-API_KEY_ENV_VARS = ("SLOGATE_API_KEY", "OPENAI_API_KEY")
 
 
 @events.init_command_line_parser.add_listener
@@ -88,18 +88,6 @@ def config_from_options(opts: Any) -> WorkloadConfig:
     )
 
 
-def api_key() -> str | None:
-    for name in API_KEY_ENV_VARS:
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
-
-
-def auth_headers() -> dict[str, str]:
-    key = api_key()
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
 _lock = gevent.lock.Semaphore()
 _prepared: dict[tuple[int, WorkloadConfig, str], Workload] = {}
 
@@ -114,7 +102,7 @@ def workload_for(environment: Any) -> Workload:
     with _lock:
         workload = _prepared.get(key)
         if workload is None:
-            host, headers = environment.host.rstrip("/"), auth_headers()
+            host, headers = target.resolve(environment)
             workload = Workload.prepare(config, host, headers)
             if config.prime_prefixes:
                 try:

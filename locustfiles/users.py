@@ -27,6 +27,7 @@ from slogate.locustfiles.server import TargetError
 from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError, apply_chat_event
 from slogate.locustfiles.timer import StreamTimer
 from slogate.locustfiles.workload import Workload
+from slogate.slo import target
 from slogate.slo.listener import report_record
 from slogate.slo.locust_plugin import abort_run, note_workload
 from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
@@ -48,7 +49,8 @@ class _ChatUser(User):
             abort_run(self.environment, f"target unreachable: {e}")
             raise gevent.GreenletExit from None
         note_workload(self.environment, self.workload.model, self.workload.config.describe())
-        self.base_url = (self.host or self.environment.host).rstrip("/")
+        # The bare URL and its Authorization header (credentials never stay in a URL: slo/target.py).
+        self.base_url, self.auth_headers = target.resolve(self.environment, self.host)
         worker = getattr(self.environment.runner, "worker_index", 0)
         self.rng = random.Random(f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}")
 
@@ -93,7 +95,7 @@ class SseChatUser(_ChatUser):
         # Every connection stamps its reads with the kernel's arrival time (rx_timestamps).
         self.http._connection_pool._create_tcp_socket = timestamped_socket
         self.path = url.path.rstrip("/") + CHAT_PATH
-        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **options.auth_headers()}
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.auth_headers}
 
     def on_stop(self) -> None:
         http = getattr(self, "http", None)

@@ -15,9 +15,9 @@ from typing import Any
 import openai
 from locust import task
 from openai.types.chat import ChatCompletionChunk
-from slogate.locustfiles import options
 from slogate.locustfiles.timer import StreamTimer
 from slogate.locustfiles.users import _ChatUser
+from slogate.slo import target
 from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
 
 _NON_STANDARD_FIELDS = ("ignore_eos",)  # vLLM extensions the SDK only sends through extra_body
@@ -55,7 +55,8 @@ class OpenAIChatUser(_ChatUser):
         """(Re)create the SDK client for `base_url`."""
         self.client = openai.OpenAI(
             base_url=self.base_url + "/v1",
-            api_key=options.api_key() or "EMPTY",
+            api_key=target.api_key() or "EMPTY",
+            default_headers=self.auth_headers,  # overrides the SDK's Bearer header when the URL had credentials
             max_retries=0,
             timeout=self.workload.config.request_timeout_s,
             http_client=openai.DefaultHttpxClient(verify=_tls_context(), event_hooks={"request": [self._on_send]}),

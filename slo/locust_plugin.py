@@ -7,7 +7,10 @@ Importing this module (a locustfile does `import slogate.slo.locust_plugin`) reg
 - distributed plumbing: workers ship their histograms in `report_to_master` and flush the rest
   at `test_stop`; the master merges and is the only process that judges and writes reports;
 - the verdict in `quitting` (module level, so after Locust's own handlers and its final worker
-  reports), which sets the process exit code: 0 pass, 1 fail, 2 usage, 3 inconclusive.
+  reports), which sets the process exit code: 0 pass, 1 fail, 2 usage, 3 inconclusive;
+- credentials in the host URL (`http://user:pass@host`) taken out of it at `init`, at each
+  `test_start` and from the web UI form, before any page, log line or report can show them; they
+  become an Authorization header (slo/target.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
-from slogate.slo import exitcodes, web_ui
+from slogate.slo import exitcodes, target, web_ui
 from slogate.slo.baseline import BaselineError, load_baseline
 from slogate.slo.judge import judge, usage_error
 from slogate.slo.listener import RecordListener
@@ -161,7 +164,8 @@ class Gate:
         interval = getattr(self.options, "server_metrics_interval", 0) or 0
         self.server = None
         if interval > 0 and self.environment.host:
-            self.scraper = Scraper(self.environment.host, interval)
+            url, headers = target.resolve(self.environment)
+            self.scraper = Scraper(url, interval, headers)
             self.scraper.start()
 
     def restart_server_counters(self) -> None:
@@ -298,6 +302,7 @@ def _add_arguments(parser: Any) -> None:
 
 @events.init.add_listener
 def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
+    target.strip_environment(environment)  # first: before the web UI renders the host or a log names it
     gate = gate_for(environment)
     if environment.parsed_options is None:
         return
@@ -306,7 +311,7 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     except CONFIG_ERRORS as e:
         _usage_error(gate, str(e))
     if environment.web_ui is not None:
-        web_ui.install(environment.web_ui, gate.snapshot)
+        web_ui.install(environment.web_ui, gate.snapshot, lambda host: target.remember(environment, host) or "")
     if gate.is_master:
         runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: _on_worker_flush(gate, msg))
         opts = environment.parsed_options
@@ -331,6 +336,7 @@ def _usage_error(gate: Gate, message: str) -> None:
 
 @events.test_start.add_listener
 def _on_test_start(environment: Any, **_: Any) -> None:
+    target.strip_environment(environment)  # the host may have changed since init (web UI, API)
     gate = gate_for(environment)
     if environment.parsed_options is not None and not gate.is_worker:
         try:  # the web UI form may have changed the options since init

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from slogate.slo.target import split_credentials
 
 log = logging.getLogger("slogate.server_metrics")
 
@@ -52,8 +53,9 @@ def parse(text: str) -> dict[str, float]:
     return dict(out)
 
 
-def fetch(url: str, timeout: float = 5.0) -> dict[str, float]:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=timeout) as resp:
+def fetch(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> dict[str, float]:
+    req = urllib.request.Request(f"{url}/metrics", headers=headers or {})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         return parse(resp.read().decode("utf-8", "replace"))
 
 
@@ -145,17 +147,21 @@ def _ms(seconds: float | None) -> float | None:
 
 
 class Scraper:
-    """Scrapes `url`/metrics every `interval_s` in a gevent greenlet until `stop()`."""
+    """Scrapes `url`/metrics every `interval_s` in a gevent greenlet until `stop()`, sending
+    `headers` (the target's Authorization). Credentials left in `url` become a Basic header: the
+    URL kept, and named in messages, never has them."""
 
-    def __init__(self, url: str, interval_s: float) -> None:
-        self.url = url.rstrip("/")
+    def __init__(self, url: str, interval_s: float, headers: dict[str, str] | None = None) -> None:
+        bare, basic = split_credentials(url)
+        self.url = bare.rstrip("/")
+        self.headers = {**(headers or {}), **({"Authorization": basic} if basic else {})}
         self.interval_s = interval_s
         self.metrics = ServerMetrics()
         self._greenlet: Any = None
 
     def scrape_once(self) -> bool:
         try:
-            self.metrics.add(fetch(self.url))
+            self.metrics.add(fetch(self.url, headers=self.headers))
             return True
         except (urllib.error.URLError, OSError, ValueError) as e:
             if self.metrics.error is None:
@@ -166,7 +172,7 @@ class Scraper:
     def restart(self) -> None:
         """Take the counters' starting values now (see `ServerMetrics.restart_from`)."""
         with contextlib.suppress(urllib.error.URLError, OSError, ValueError):  # the loop reports failures
-            self.metrics.restart_from(fetch(self.url))
+            self.metrics.restart_from(fetch(self.url, headers=self.headers))
 
     def _loop(self) -> None:
         import gevent

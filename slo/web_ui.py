@@ -4,11 +4,14 @@
   same as downloads. All honour `--web-login`.
 - The tab is a Locust extended table fed through `/stats/requests` (`extended_stats`), so it
   refreshes with the rest of the UI while the test runs and keeps its figures after Stop.
-Nothing secret can reach the page: API keys and Slack credentials are not options at all.
+Nothing secret can reach the page: API keys and Slack credentials are not options at all, and
+credentials in a host URL, on the command line or typed into the form, are taken out of it
+before Locust stores or shows the host (slo/target.py).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -88,9 +91,11 @@ def rows(report: Report) -> list[dict[str, Any]]:
     return out
 
 
-def install(web_ui: Any, snapshot: Callable[[], Report]) -> None:
-    """Add the tab and the endpoints to Locust's Flask app; `snapshot()` returns the live report."""
+def install(web_ui: Any, snapshot: Callable[[], Report], bare_host: Callable[[str], str] | None = None) -> None:
+    """Add the tab and the endpoints to Locust's Flask app; `snapshot()` returns the live report.
+    `bare_host(url)` keeps the credentials of a host typed into the form and returns it without them."""
     from flask import Response, request
+    from werkzeug.datastructures import ImmutableMultiDict
 
     web_ui.template_args.update(
         extended_tabs=[{"title": "TTFT / SLO", "key": TAB_KEY}],
@@ -124,6 +129,23 @@ def install(web_ui: Any, snapshot: Callable[[], Report]) -> None:
             mimetype="text/markdown",
             headers={"Content-Disposition": "attachment; filename=slo-summary.md"},
         )
+
+    if bare_host is not None:
+        # Locust's /swarm stores the form's host as is and echoes it back: wrap its view so that it
+        # only ever sees the host without credentials (after the login check, like the view itself).
+        endpoint = next(r.endpoint for r in app.url_map.iter_rules() if r.rule.endswith("/swarm"))
+        swarm = app.view_functions[endpoint]
+
+        @web_ui.auth_required_if_enabled
+        @functools.wraps(swarm)
+        def swarm_without_credentials(*args: Any, **kwargs: Any) -> Any:
+            if request.form.get("host"):
+                form = request.form.copy()
+                form["host"] = bare_host(form["host"])
+                request.form = ImmutableMultiDict(form)  # werkzeug caches the parsed form: replace it
+            return swarm(*args, **kwargs)
+
+        app.view_functions[endpoint] = swarm_without_credentials
 
     @app.after_request
     def add_extended_stats(resp: Response) -> Response:

@@ -1,0 +1,109 @@
+"""The target's URL without credentials, and the Authorization header every call to it carries.
+
+`--host http://user:pass@host:port` is common in front of a server behind basic auth. The
+credentials leave the URL as early as possible (Locust's `init`, each `test_start`, the web UI
+form's host field) and are kept in memory only, here, keyed by the URL without them: Locust's
+pages, logs, messages and reports only ever see the bare URL. Every call to the target (model
+discovery, /tokenize, priming, /metrics, the streams) asks `resolve()` for its base URL and
+headers. A URL entered later without credentials gets none, unless it is the very URL they came
+with (so the web UI form, which shows the bare URL, can start the run again).
+
+Precedence: credentials in the URL become `Authorization: Basic ...` and win over an API key
+(SLOGATE_API_KEY / OPENAI_API_KEY, otherwise `Authorization: Bearer ...`); one warning per
+process says so, naming the variable, never a value.
+
+Distributed runs: the master's `parsed_options` carry the table to the workers with each spawn
+message (under `WIRE_ATTR`, which is no command-line option, so no form or page shows it).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+log = logging.getLogger("slogate")
+API_KEY_ENV_VARS = ("SLOGATE_API_KEY", "OPENAI_API_KEY")
+WIRE_ATTR = "slogate_target_credentials"
+
+_known: dict[int, dict[str, str]] = {}  # id(environment) -> {URL without credentials: Authorization}
+_warned = False
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """`url` without `user:password@`, and the `Basic ...` header value the userinfo becomes
+    (percent-decoded, UTF-8), or None when the URL has none. The rest of the URL is kept as it is."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    bare = urlunsplit(parts._replace(netloc=hostport))
+    if not userinfo:
+        return bare, None
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return bare, f"Basic {token}"
+
+
+def _key(url: str) -> str:
+    return url.rstrip("/")
+
+
+def remember(environment: Any, url: str | None) -> str | None:
+    """`url` without credentials; the credentials it had are kept for it (and sent to workers)."""
+    if not url:
+        return url
+    bare, basic = split_credentials(url)
+    if basic is not None:
+        known = _known.setdefault(id(environment), {})
+        known[_key(bare)] = basic
+        opts = environment.parsed_options
+        if opts is not None:
+            setattr(opts, WIRE_ATTR, dict(known))
+    return bare
+
+
+def strip_environment(environment: Any) -> None:
+    """Take the credentials out of `environment.host` and `parsed_options.host` (idempotent)."""
+    environment.host = remember(environment, environment.host)
+    opts = environment.parsed_options
+    if opts is not None and isinstance(getattr(opts, "host", None), str):
+        opts.host = remember(environment, opts.host)
+
+
+def api_key() -> str | None:
+    for name in API_KEY_ENV_VARS:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def resolve(environment: Any, url: str | None = None) -> tuple[str, dict[str, str]]:
+    """The base URL to call (no credentials, no trailing slash) and the Authorization header for
+    it. `url` defaults to `environment.host`; credentials in `url` itself are used too."""
+    bare, basic = split_credentials(url or environment.host or "")
+    base = _key(bare)
+    if basic is None:
+        basic = _known.get(id(environment), {}).get(base)
+    wire = getattr(environment.parsed_options, WIRE_ATTR, None)  # a worker's, from the master
+    if basic is None and isinstance(wire, dict):
+        basic = wire.get(base)
+    return base, _authorization(basic)
+
+
+def _authorization(basic: str | None) -> dict[str, str]:
+    global _warned
+    key = api_key()
+    if basic is None:
+        return {"Authorization": f"Bearer {key}"} if key else {}
+    if key and not _warned:
+        _warned = True
+        name = next(n for n in API_KEY_ENV_VARS if os.environ.get(n))
+        log.warning(
+            "slogate: the --host URL has credentials and %s is set: Authorization carries the URL's "
+            "basic credentials, the API key is not sent",
+            name,
+        )
+    return {"Authorization": basic}
