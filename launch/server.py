@@ -97,7 +97,7 @@ class ServerProcess:
                 start_new_session=True,
             )
 
-    def wait_healthy(self, timeout_s: float, poll_s: float = 1.0) -> float:
+    def wait_healthy(self, timeout_s: float, poll_s: float = 0.25) -> float:
         """Seconds it took; raises `ServerStartError` (after stopping the server) on exit or timeout."""
         assert self.proc is not None, "start() first"
         started = time.monotonic()

@@ -75,9 +75,9 @@ def check_known_mistakes(profile: Profile) -> None:
         raise ProfileInvalid(f"{where}: field 'model': {WRONG_MODELS[profile.model]}")
 
 
-def check_with_vllm(vllm: VllmInstall, *profiles: Profile) -> str:
-    """Parse each profile's arguments with the installed vLLM's parser (one interpreter start for
-    all of them: importing vLLM takes seconds); returns the vLLM version."""
+def vllm_verdicts(vllm: VllmInstall, *profiles: Profile) -> tuple[str, list[str | None]]:
+    """The installed vLLM's version and, per profile, why its parser rejects that profile's
+    arguments (None: accepted). One interpreter start for all of them: importing vLLM takes seconds."""
     argvs = [["--model", p.model_path, *p.server_args()] for p in profiles]
     out = subprocess.run(
         [str(vllm.python), "-c", _PROBE, json.dumps(argvs)], capture_output=True, text=True, timeout=300
@@ -88,16 +88,24 @@ def check_with_vllm(vllm: VllmInstall, *profiles: Profile) -> str:
         raise ProfileInvalid(f"could not load the installed vLLM's argument parser: {tail}")
     probe = json.loads(line.split(" ", 1)[1])
     known, version = set(probe["flags"]), probe["version"]
-    for profile, error in zip(profiles, probe["errors"], strict=True):
-        for flag in profile.args:
-            if f"--{flag}" not in known:
-                close = difflib.get_close_matches(f"--{flag}", known, n=1)
-                hint = f"; did you mean {close[0]}?" if close else ""
-                raise ProfileInvalid(
-                    f"{profile.source}: field 'args': --{flag} is not a flag of the installed vLLM {version}{hint}"
-                )
-        if error:
-            raise ProfileInvalid(f"{profile.source}: vLLM {version} rejects the arguments: {error}")
+    return version, [_rejection(p, error, known, version) for p, error in zip(profiles, probe["errors"], strict=True)]
+
+
+def _rejection(profile: Profile, error: str | None, known: set[str], version: str) -> str | None:
+    for flag in profile.args:
+        if f"--{flag}" not in known:
+            close = difflib.get_close_matches(f"--{flag}", known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            return f"{profile.source}: field 'args': --{flag} is not a flag of the installed vLLM {version}{hint}"
+    return f"{profile.source}: vLLM {version} rejects the arguments: {error}" if error else None
+
+
+def check_with_vllm(vllm: VllmInstall, *profiles: Profile) -> str:
+    """Raise `ProfileInvalid` for the first profile the installed vLLM rejects; returns its version."""
+    version, rejections = vllm_verdicts(vllm, *profiles)
+    for rejection in rejections:
+        if rejection:
+            raise ProfileInvalid(rejection)
     return version
 
 

@@ -2,6 +2,8 @@
 
 slogate demo                       # everything on this machine: vLLM CPU + demo model + gated run
 slogate run --host URL --slo-file slo.yaml [-- LOCUST ARGS]
+slogate locustfile [chat|open-loop|openai]   # its path, for `locust -f $(slogate locustfile)`
+slogate judge RESULT --slo-file slo.yaml     # a saved report or vllm bench serve result
 slogate serve-local | launch PROFILE [--dry-run]
 slogate model make DIR [--size demo|tiny]
 slogate setup-cpu
@@ -17,20 +19,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-import slogate.locustfiles
 import slogate.slo
 from slogate.launch import launcher
 from slogate.launch.compare import run_comparison
 from slogate.launch.installation import InstallError, ensure_cpu_vllm
+from slogate.launch.locust_command import LOCUSTFILE_DIR, LOCUSTFILES, locust_argv, locustfile_path
+from slogate.launch.model import make_model
 from slogate.launch.profile import ProfileError, load_profile
-from slogate.launch.server import ServerProcess, ServerStartError
+from slogate.launch.server import ServerStartError
 from slogate.launch.validate import ProfileInvalid, validate
 from slogate.slo import exitcodes
 from slogate.slo.baseline import BaselineError, save_baseline
+from slogate.slo.publish import AlertSettings
+from slogate.slo.report import Report
+from slogate.slo.saved import judge_file
+from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NotifyPolicyError, parse_notify
 
 SETUP_FAILED = 4  # vLLM could not be installed or the model not made: nothing was measured
-LOCUSTFILE = Path(slogate.locustfiles.__file__).parent / "chat.py"
-DEMO_CONF = Path(slogate.locustfiles.__file__).parent / "demo.conf"
+DEMO_CONF = LOCUSTFILE_DIR / "demo.conf"
 DEMO_SLO = Path(slogate.slo.__file__).parent / "defaults" / "demo.yaml"
 
 
@@ -43,33 +49,17 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def locust_argv(host: str, slo_file: str | None, report_dir: str, config: Path | None, extra: list[str]) -> list[str]:
-    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", host, "--slo-report-dir", report_dir]
-    if config:
-        argv[3:3] = ["--config", str(config)]
-    if slo_file:
-        argv += ["--slo-file", slo_file]
-    return argv + extra
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    config = Path(args.config) if args.config else DEMO_CONF
-    argv = locust_argv(args.host, args.slo_file, args.report_dir, config, args.locust_args)
+    config = args.config or DEMO_CONF
+    argv = locust_argv(
+        args.host, config=config, slo_file=args.slo_file, report_dir=args.report_dir, extra=args.locust_args
+    )
     return subprocess.call(argv)
 
 
-def _start_profile(name: str, host: str, port: int, install: bool, check: bool = True) -> ServerProcess:
-    profile = load_profile(name)
-    vllm = launcher.locate_vllm(profile, install=install)
-    if check:
-        validate(vllm, profile)
-    launch_plan = launcher.plan(profile, vllm, host, port)
-    _say(f"starting {profile.name} ({vllm.build} build): {launch_plan.shell()}")
-    server = launcher.start(launch_plan)
-    _say(f"waiting for {server.url}/health (up to {profile.health_timeout_s:.0f} s; log {server.log_path})")
-    took = server.wait_healthy(profile.health_timeout_s)
-    _say(f"{profile.name} healthy after {took:.0f} s at {server.url}")
-    return server
+def cmd_locustfile(args: argparse.Namespace) -> int:
+    print(locustfile_path(args.name))
+    return 0
 
 
 def _guarded(run) -> int:  # type: ignore[no-untyped-def]
@@ -103,7 +93,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
             print(launch_plan.shell())
             return 0
         _sigterm_as_interrupt()
-        server = _start_profile(args.profile, args.host, args.port, install=args.install)
+        server = launcher.start_profile(
+            args.profile, args.host, args.port, install=args.install, on_progress=_say
+        ).server
         print(server.url, flush=True)
         try:
             assert server.proc is not None
@@ -121,9 +113,15 @@ def cmd_launch(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     def run() -> int:
         _sigterm_as_interrupt()
-        server = _start_profile(args.profile, "127.0.0.1", args.port, install=True)
+        server = launcher.start_profile(args.profile, "127.0.0.1", args.port, install=True, on_progress=_say).server
         try:
-            argv = locust_argv(server.url, args.slo_file, args.report_dir, DEMO_CONF, ["--run-time", args.run_time])
+            argv = locust_argv(
+                server.url,
+                config=DEMO_CONF,
+                slo_file=args.slo_file,
+                report_dir=args.report_dir,
+                extra=["--run-time", args.run_time],
+            )
             _say(f"running: {' '.join(argv[1:])}")
             return subprocess.call(argv)
         except KeyboardInterrupt:
@@ -140,18 +138,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         profiles = [load_profile(name) for name in args.profiles]
         vllm = launcher.locate_vllm(profiles[0], install=True)
         _say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
-        config = Path(args.config) if args.config else DEMO_CONF
+        config = args.config or DEMO_CONF
         out = Path(args.out)
 
-        def run_one(name: str, report_dir: Path) -> dict:
+        def run_one(name: str, report_dir: Path) -> Report:
             profile = next(p for p in profiles if p.name == name)
-            server = _start_profile(str(profile.source), "127.0.0.1", args.port, install=True, check=False)
+            server = launcher.start_profile(
+                profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
+            ).server  # every profile was validated above, with one start of vLLM's parser
             try:
                 extra = ["--run-time", args.run_time, *args.locust_args]
-                subprocess.call(locust_argv(server.url, args.slo_file, str(report_dir), config, extra))
+                subprocess.call(
+                    locust_argv(server.url, config=config, slo_file=args.slo_file, report_dir=report_dir, extra=extra)
+                )
             finally:
                 server.stop()
-            return json.loads((report_dir / "slo-report.json").read_text())
+            path = report_dir / "slo-report.json"
+            return Report.from_json(json.loads(path.read_text()), str(path))
 
         paths = run_comparison([p.name for p in profiles], out, run_one)
         assert paths["markdown"] is not None
@@ -171,9 +174,23 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_model_make(args: argparse.Namespace) -> int:
-    from slogate.model import make_model
+def cmd_judge(args: argparse.Namespace) -> int:
+    try:
+        alerts = AlertSettings(args.slack_channel or None, parse_notify(args.slack_notify), args.slack_timeout_s)
+    except NotifyPolicyError as e:
+        return _fail(str(e), exitcodes.USAGE)
+    return judge_file(
+        args.result,
+        args.slo_file,
+        args.slo_report_dir,
+        baseline=args.slo_baseline,
+        alerts=alerts,
+        min_samples=args.slo_min_samples,
+        warmup_s=args.slo_warmup_s,
+    )
 
+
+def cmd_model_make(args: argparse.Namespace) -> int:
     out = make_model(args.dir, args.size)
     print(out)
     return 0
@@ -210,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="a locust.conf (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("locustfile", help="print the path of an installed locustfile (for `locust -f`)")
+    p.add_argument("name", nargs="?", choices=list(LOCUSTFILES), default="chat")
+    p.set_defaults(func=cmd_locustfile)
+
     for name, default_profile, install, helptext in (
         ("serve-local", "cpu-demo", True, "install (once) and serve the CPU demo model until Ctrl-C"),
         ("launch", None, False, "start a deployment profile until Ctrl-C"),
@@ -232,6 +253,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-time", default="60s")
     p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("judge", help="judge a saved slo-report.json or vllm bench serve result (README)")
+    p.add_argument("result", help="a slogate slo-report.json or a `vllm bench serve --save-detailed` JSON")
+    p.add_argument("--slo-file", required=True)
+    p.add_argument("--slo-report-dir", default="slogate-report")
+    p.add_argument("--slo-baseline", help="a saved report to check for regressions against")
+    p.add_argument("--slo-min-samples", type=int, help="overrides the SLO file's min_samples")
+    p.add_argument("--slo-warmup-s", type=float, help="overrides the SLO file's warmup_s")
+    p.add_argument("--slack-channel", default="", help="channel for SLACK_BOT_TOKEN (a webhook needs none)")
+    p.add_argument("--slack-notify", default=DEFAULT_NOTIFY)
+    p.add_argument("--slack-timeout-s", type=float, default=DEFAULT_BUDGET_S)
+    p.set_defaults(func=cmd_judge)
 
     p = sub.add_parser("baseline", help="baselines for regression checks (--slo-baseline)")
     baseline_sub = p.add_subparsers(dest="baseline_command", required=True)

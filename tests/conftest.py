@@ -6,33 +6,28 @@ before anything else imports sockets or threads.
 
 import locust  # noqa: F401  isort: skip
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
-import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from slogate.launch import fault_server as fault
+from slogate.launch.locust_command import locust_argv, locustfile_path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCUSTFILE = ROOT / "locustfiles" / "chat.py"
-FAULT_SERVER = Path(__file__).parent / "fault_server.py"
-
-
-def start_fault_server(log: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(FAULT_SERVER), "--log", str(log)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("PORT "), f"fault server did not start: {line!r}"
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+LOCUSTFILE = locustfile_path("chat")
 
 
 @pytest.fixture(scope="session")
 def fault_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    proc, url = start_fault_server(tmp_path_factory.mktemp("fault") / "requests.jsonl")
+    proc, url = fault.spawn(tmp_path_factory.mktemp("fault") / "requests.jsonl")
     yield url
     proc.terminate()
     proc.wait(timeout=10)
@@ -42,7 +37,7 @@ def fault_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def own_fault_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A fault server of this test alone, with its log of answered requests (the ground truth)."""
     log = tmp_path / "answered.jsonl"
-    proc, url = start_fault_server(log)
+    proc, url = fault.spawn(log)
     yield url, log
     proc.terminate()
     proc.wait(timeout=10)
@@ -60,15 +55,40 @@ class LocustRun:
         return json.loads((self.report_dir / "slo-report.json").read_text())
 
 
-def run_locust(host: str, report_dir: Path, *args: str, timeout: float = 180, env: dict | None = None) -> LocustRun:
-    argv = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", host, "--headless",
-        "--slo-report-dir", str(report_dir), "--only-summary", "--loglevel", "WARNING", *args,
-    ]  # fmt: skip
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout, cwd=report_dir.parent, env={**os.environ, **(env or {})}
-    )
-    return LocustRun(proc.returncode, proc.stdout, proc.stderr, report_dir)
+def run_locust(
+    host: str,
+    report_dir: Path,
+    *args: str,
+    locustfile: str | Path = "chat",
+    timeout: float = 180,
+    env: dict | None = None,
+) -> LocustRun:
+    """A headless Locust run in a subprocess; `args` are more Locust and workload options.
+
+    It ends when the Locust process does: output goes to files, not pipes, which the workers of
+    `--processes` can hold open long after (with `--stop-timeout` they wait 60 s for the gone
+    master's heartbeat); whatever is left of its process group then is killed.
+    """
+    extra = ["--only-summary", "--loglevel", "WARNING", *args]
+    argv = locust_argv(host, locustfile=locustfile, report_dir=report_dir, extra=extra)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=err,
+            cwd=report_dir.parent,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return LocustRun(code, out.read().decode(errors="replace"), err.read().decode(errors="replace"), report_dir)
 
 
 @pytest.fixture
@@ -84,24 +104,23 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real vLLM CPU server with the tiny generated model, started once per session.
 
     Skipped when vLLM is not installed, unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then missing
-    vLLM is a failure, never a silent skip.
+    vLLM is a failure, never a silent skip. Not validated here: tests/test_validate.py checks the
+    built-in profiles with the installed parser.
     """
-    from slogate.launch import launcher
     from slogate.launch.installation import InstallError
-    from slogate.launch.profile import load_profile
+    from slogate.launch.launcher import start_profile
     from slogate.launch.server import free_port
 
-    profile = load_profile("cpu-tiny")
+    tmp = tmp_path_factory.mktemp("vllm")
     try:
-        vllm = launcher.locate_vllm(profile, install=False)
+        launched = start_profile(
+            "cpu-tiny", "127.0.0.1", free_port(), install=False, validate=False, log_path=tmp / "log"
+        )
     except InstallError as e:
         if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
             pytest.fail(f"vLLM required but not available: {e}")
         pytest.skip(f"vLLM not installed ({e}); run `slogate setup-cpu`")
-    plan = launcher.plan(profile, vllm, "127.0.0.1", free_port())
-    server = launcher.start(plan, log_path=tmp_path_factory.mktemp("vllm") / "server.log")
     try:
-        server.wait_healthy(profile.health_timeout_s)
-        yield server.url
+        yield launched.server.url
     finally:
-        server.stop()
+        launched.server.stop()

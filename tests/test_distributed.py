@@ -4,13 +4,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
-
-from tests.conftest import LOCUSTFILE
 
 MODEL = "ttft_ms=20,tokens=3,itl_ms=2"
 
@@ -25,17 +23,16 @@ def run_distributed(
     host: str, tmp: Path, *args: str, kill_one_at: tuple[Path, int] | None = None
 ) -> tuple[int, dict, str]:
     """Master and two workers; `kill_one_at=(log, n)` kills a worker once the server answered n requests."""
-    port = free_port()
-    common = ["-f", str(LOCUSTFILE), "--model", MODEL, "--shared-prefix-tokens", "50", "--no-prime-prefixes"]
-    master_argv = [
+    port, report_dir = free_port(), tmp / "report"
+    common = ["--model", MODEL, "--shared-prefix-tokens", "50", "--no-prime-prefixes"]
+    master_argv = locust_argv(host, report_dir=report_dir, extra=[
         *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-        "--expect-workers", "2", "--headless", "--host", host, "--slo-report-dir", str(tmp / "report"),
-        "--only-summary", *args,
-    ]  # fmt: skip
-    master = subprocess.Popen(
-        [sys.executable, "-m", "locust", *master_argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        "--expect-workers", "2", "--only-summary", *args,
+    ])  # fmt: skip
+    master = subprocess.Popen(master_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker_argv = locust_argv(
+        host, report_dir=report_dir, headless=False, extra=[*common, "--worker", "--master-port", str(port)]
     )
-    worker_argv = [sys.executable, "-m", "locust", *common, "--worker", "--master-port", str(port)]
     workers = [subprocess.Popen(worker_argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
     if kill_one_at is not None:
         log, n = kill_one_at
@@ -47,7 +44,7 @@ def run_distributed(
     for w in workers:  # the master's verdict is what counts; workers need not linger
         w.terminate()
         w.wait(timeout=30)
-    return master.returncode, json.loads((tmp / "report" / "slo-report.json").read_text()), err
+    return master.returncode, json.loads((report_dir / "slo-report.json").read_text()), err
 
 
 def slo_file(tmp: Path) -> str:
@@ -58,7 +55,7 @@ def slo_file(tmp: Path) -> str:
 
 def test_master_merges_two_workers_and_loses_nothing_with_stop_timeout(own_fault_server, tmp_path: Path) -> None:
     url, log = own_fault_server
-    args = ("-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5", "--slo-file", slo_file(tmp_path))
+    args = ("-u", "4", "-r", "4", "-t", "2s", "--stop-timeout", "5", "--slo-file", slo_file(tmp_path))
     code, report, err = run_distributed(url, tmp_path, *args)
     assert code == 0, err[-2000:]
     total = report["metrics"]["all"]
@@ -71,7 +68,7 @@ def test_master_merges_two_workers_and_loses_nothing_with_stop_timeout(own_fault
 
 def test_plain_run_time_keeps_the_workers_last_samples(own_fault_server, tmp_path: Path) -> None:
     url, log = own_fault_server
-    _, report, err = run_distributed(url, tmp_path, "-u", "4", "-r", "4", "-t", "4s")
+    _, report, err = run_distributed(url, tmp_path, "-u", "4", "-r", "4", "-t", "2s")
     total = report["metrics"]["all"]["requests"]
     # Without --stop-timeout Locust kills users mid-request at the end: the server may have answered
     # up to one in-flight request per user that no client finished. Nothing else may be missing.
@@ -93,7 +90,7 @@ def test_a_killed_worker_is_flagged(own_fault_server, tmp_path: Path) -> None:
 def test_processes_on_one_machine_merge_the_same_way(own_fault_server, locust_run, tmp_path: Path) -> None:
     url, log = own_fault_server
     run = locust_run(
-        url, "--processes", "2", "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5",
+        url, "--processes", "2", "-u", "4", "-r", "4", "-t", "2s", "--stop-timeout", "5",
         "--model", MODEL, "--shared-prefix-tokens", "50", "--no-prime-prefixes", "--slo-file", slo_file(tmp_path),
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]

@@ -293,7 +293,7 @@ TRACEBACK = 'Traceback (most recent call last):\n  File "x.py", line 1, in f\n  
         (TRACEBACK.format("json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"), True,
          ErrorKind.PROTOCOL),
         (TRACEBACK.format("KeyError: 'delta'"), True, ErrorKind.PROTOCOL),
-        ("X", False, ErrorKind.PROTOCOL),  # an unknown reason phrase (tests/fault_server.py writes "X")
+        ("X", False, ErrorKind.PROTOCOL),  # an unknown reason phrase (launch/fault_server.py writes "X")
         ("", False, ErrorKind.PROTOCOL),  # a failed response without any reason phrase
     ],
 )  # fmt: skip

@@ -18,7 +18,13 @@ export SLOGATE_HOME=/tmp/slogate           # profiles' {models} -> /tmp/slogate/
 SKIP='^(numpy|pillow|tokenizers|huggingface_hub|hf_xet|fsspec|matplotlib|fonttools|kiwisolver|contourpy|pytest|pluggy|iniconfig|setuptools|pygments)-'
 
 gpu_env() {
-  export PYTHONPATH="$SITE:$EXTRA_SITE:$ROOT" HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
+  # slogate is not pip-installed there: lay the checkout out as installed (pyproject.toml's
+  # package-dir: slo/ is slogate.slo, launch/ slogate.launch, locustfiles/ slogate.locustfiles).
+  local pkg=/tmp/slogate-pkg/slogate
+  rm -rf /tmp/slogate-pkg && mkdir -p "$pkg"
+  ln -s "$ROOT"/slogate/*.py "$pkg/"
+  ln -s "$ROOT/slo" "$pkg/slo" && ln -s "$ROOT/launch" "$pkg/launch" && ln -s "$ROOT/locustfiles" "$pkg/locustfiles"
+  export PYTHONPATH="$SITE:$EXTRA_SITE:/tmp/slogate-pkg" HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 }
 
 case "${1:?usage: device.sh pack|receive K|setup|sweep ARGS}" in

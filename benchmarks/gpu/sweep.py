@@ -29,20 +29,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # benchmarks/, for ttft_accuracy
 
-from slogate.launch import launcher  # noqa: E402
 from slogate.launch.compare import plot_by_class, write_comparison  # noqa: E402
 from slogate.launch.installation import InstallError, VllmInstall  # noqa: E402
+from slogate.launch.launcher import start_profile  # noqa: E402
+from slogate.launch.locust_command import locust_argv  # noqa: E402
 from slogate.launch.profile import Profile, load_profile  # noqa: E402
-from slogate.launch.server import ServerProcess, ServerStartError  # noqa: E402
-from slogate.launch.validate import ProfileInvalid, validate  # noqa: E402
+from slogate.launch.server import ServerStartError  # noqa: E402
+from slogate.launch.validate import ProfileInvalid  # noqa: E402
+from slogate.slo.report import Report  # noqa: E402
 from ttft_accuracy import VLLM_BENCH  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-OPEN_LOOP = ROOT / "locustfiles" / "chat_open_loop.py"
-CLOSED_LOOP = ROOT / "locustfiles" / "chat.py"
 CLASSES = ("shared", "unique", "all")
 
 
@@ -65,13 +64,12 @@ STOP_TIMEOUT_S = 30  # let requests in flight at the end finish (overloaded runs
 
 
 def run_locust(
-    host: str, locustfile: Path, config: Path, report_dir: Path, run_time: int, users: int, extra: list[str]
+    host: str, locustfile: str, config: Path, report_dir: Path, run_time: int, users: int, extra: list[str]
 ) -> dict[str, Any] | None:
-    argv = [
-        sys.executable, "-m", "locust", "-f", str(locustfile), "--config", str(config), "--headless",
-        "--only-summary", "--host", host, "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
-        "--stop-timeout", str(STOP_TIMEOUT_S), "--slo-report-dir", str(report_dir), *extra,
-    ]  # fmt: skip
+    """One headless run of the installed locustfile `locustfile` ("open-loop" or "chat")."""
+    run = ["--only-summary", "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
+           "--stop-timeout", str(STOP_TIMEOUT_S)]  # fmt: skip
+    argv = locust_argv(host, locustfile=locustfile, config=config, report_dir=report_dir, extra=[*run, *extra])
     report_dir.mkdir(parents=True, exist_ok=True)
     with (report_dir / "locust.log").open("w") as log:
         code = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
@@ -131,7 +129,7 @@ class ProfileSweep:
         if seconds:
             say(f"  {self.name}: warm-up, {seconds} s at {rate:g} req/s (not measured)")
             extra = ["--arrival-rate", f"{rate:g}", "--server-metrics-interval", "0"]
-            run_locust(self.host, OPEN_LOOP, self.a.config, self.dir / "warmup", seconds, 1, extra)
+            run_locust(self.host, "open-loop", self.a.config, self.dir / "warmup", seconds, 1, extra)
 
     def open_loop(self, rate: float, kind: str) -> dict[str, Any] | None:
         if not self.time_left():
@@ -140,7 +138,7 @@ class ProfileSweep:
         say(f"  {self.name}: open loop {rate:g} req/s ({kind})")
         extra = ["--arrival-rate", f"{rate:g}", "--arrival-process", "poisson", "--max-in-flight", "1024"]
         report = run_locust(
-            self.host, OPEN_LOOP, self.a.config, self.dir / f"{kind}-{rate:g}", self.a.run_time, 1,
+            self.host, "open-loop", self.a.config, self.dir / f"{kind}-{rate:g}", self.a.run_time, 1,
             [*extra, "--slo-file", str(self.a.slo_file)],
         )  # fmt: skip
         return self._keep(kind, rate, None, report)
@@ -150,7 +148,7 @@ class ProfileSweep:
             return
         say(f"  {self.name}: closed loop {users} users")
         report = run_locust(
-            self.host, CLOSED_LOOP, self.a.config, self.dir / f"closed-{users}", self.a.run_time, users,
+            self.host, "chat", self.a.config, self.dir / f"closed-{users}", self.a.run_time, users,
             ["--slo-file", str(self.a.slo_file)],
         )  # fmt: skip
         self._keep("closed", None, users, report)
@@ -190,18 +188,6 @@ class ProfileSweep:
         (self.dir / "sweep.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
-def start_server(profile: Profile, port: int) -> tuple[ServerProcess, dict[str, Any], VllmInstall]:
-    vllm = launcher.locate_vllm(profile, install=profile.build == "cpu")
-    version = validate(vllm, profile)  # the installed vLLM's parser is the judge
-    launch_plan = launcher.plan(profile, vllm, "127.0.0.1", port)
-    say(f"{profile.name}: vLLM {version}: {launch_plan.shell()}")
-    server = launcher.start(launch_plan)
-    took = server.wait_healthy(profile.health_timeout_s)
-    say(f"{profile.name}: healthy after {took:.0f} s")
-    info = {"vllm_version": version, "command": launch_plan.shell(), "healthy_after_s": round(took, 1)}
-    return server, info, vllm
-
-
 def vllm_bench(vllm: VllmInstall, host: str, model: str, tokenizer: str, conf: dict[str, str], rate: float,
                seconds: int, out: Path) -> dict[str, Any] | None:  # fmt: skip
     """`vllm bench serve` on the same server with the same shape of workload: the shared prefixes
@@ -239,7 +225,7 @@ def cross_check(args: argparse.Namespace, sweep: ProfileSweep, vllm: VllmInstall
     rate = args.cross_check_rate
     say(f"  {sweep.name}: cross-check at {rate:g} req/s, slogate then vllm bench serve")
     ours = run_locust(
-        sweep.host, OPEN_LOOP, args.cross_check_config, sweep.dir / f"crosscheck-{rate:g}", args.run_time, 1,
+        sweep.host, "open-loop", args.cross_check_config, sweep.dir / f"crosscheck-{rate:g}", args.run_time, 1,
         ["--arrival-rate", f"{rate:g}", "--arrival-process", "poisson", "--max-in-flight", "1024"],
     )  # fmt: skip
     model = profile.served_model_name or profile.model_path
@@ -346,7 +332,7 @@ def write_report(out: Path, target_ms: float, compare_rate: float | None) -> Pat
         for name in sweeps:
             path = out / name / f"sweep-{compare_rate:g}" / "slo-report.json"
             if path.exists():
-                reports[name] = json.loads(path.read_text())
+                reports[name] = Report.from_json(json.loads(path.read_text()), str(path))
         if len(reports) > 1:
             write_comparison(reports, out / "compare")
             table = (out / "compare" / "comparison.md").read_text()
@@ -386,8 +372,8 @@ def main() -> int:
     for i, name in enumerate(a.profiles):
         profile = load_profile(name)
         profile_name = profile.name
-        try:
-            server, info, vllm = start_server(profile, a.port)
+        try:  # the installed vLLM's parser is the judge of the profile
+            launched = start_profile(profile, "127.0.0.1", a.port, install=profile.build == "cpu", on_progress=say)
         except (ServerStartError, InstallError, ProfileInvalid) as e:  # a profile that does not serve is a result
             say(f"{profile_name}: did not start: {e}")
             (a.out / profile_name).mkdir(parents=True, exist_ok=True)
@@ -405,6 +391,12 @@ def main() -> int:
             )
             code = 1
             continue
+        server, vllm = launched.server, launched.vllm
+        info = {
+            "vllm_version": launched.vllm_version,
+            "command": launched.plan.shell(),
+            "healthy_after_s": round(launched.healthy_after_s, 1),
+        }
         sweep = ProfileSweep(a, profile_name, server.url, deadline)
         started = time.time()
         try:

@@ -6,7 +6,7 @@ Run it with vLLM's own interpreter (`slogate setup-cpu` puts one in ~/.cache/slo
 
 DIR is any tokenizer the random dataset can use, e.g. `slogate model make /tmp/tiny --size tiny`.
 It writes vllm_bench_chat.json (`--backend openai-chat`) and vllm_bench_completions.json
-(`--backend openai`), 20 requests each, against tests/fault_server.py with two additions made
+(`--backend openai`), 20 requests each, against launch/fault_server.py with two additions made
 here, in a subclass: HTTP errors carry their standard reason phrase (the fault server writes
 "X", and vllm bench records nothing but the reason phrase of a failed response, as a real vLLM
 behind uvicorn would send it) and `/v1/completions` streams `text` chunks. Requests cycle through
@@ -34,7 +34,7 @@ import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-FAULT_SERVER = HERE.parent / "fault_server.py"
+FAULT_SERVER = HERE.parents[1] / "launch" / "fault_server.py"
 BEHAVIOURS = [
     "ttft_ms=40,tokens=4,itl_ms=5",
     "ttft_ms=80,tokens=6,itl_ms=3",

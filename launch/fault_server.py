@@ -15,10 +15,11 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
     error_after=2     send an error event after N content chunks, then [DONE]
     usage=0           leave out the usage chunk
 
-Run: python tests/fault_server.py [--port N]; it prints `PORT <n>` when listening.
-Each answered request is logged as one JSON line to --log (the ground truth: when the request
-arrived, when its first content chunk was written, and a digest of its body that lets a
-benchmark pair it with the client's own record).
+Run: python -m slogate.launch.fault_server [--port N] [--log FILE]; it prints `PORT <n>` when
+listening (`spawn()` does that and waits for it). Each answered request is logged as one JSON
+line to --log (the ground truth: when the request arrived, when its first content chunk was
+written, and a digest of its body that lets a benchmark pair it with the client's own record).
+The tests and the benchmarks both use it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ import argparse
 import asyncio
 import hashlib
 import json
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import Path
 
 DEFAULTS = {"status": 200, "ttft_ms": 0.0, "role_first": 1, "tokens": 5, "itl_ms": 0.0, "usage": 1}
 
@@ -150,6 +154,20 @@ async def main(port: int, log_path: str | None) -> None:
     print(f"PORT {srv.sockets[0].getsockname()[1]}", flush=True)
     async with srv:
         await srv.serve_forever()
+
+
+def spawn(log: Path | None = None, prefix: Sequence[str] = ()) -> tuple[subprocess.Popen[str], str]:
+    """Start the server in a process of its own (`prefix` e.g. pins it: `taskset -c 1`); returns
+    the process and the base URL once it listens. The caller terminates the process."""
+    argv = [*prefix, sys.executable, "-m", "slogate.launch.fault_server", *(["--log", str(log)] if log else [])]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("PORT "):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"the fault server did not start: {line!r}")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
 if __name__ == "__main__":
