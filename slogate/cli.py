@@ -30,12 +30,13 @@ from slogate.launch.server import ServerStartError
 from slogate.launch.validate import ProfileInvalid, validate
 from slogate.slo import exitcodes
 from slogate.slo.baseline import BaselineError, save_baseline
+from slogate.slo.judge import usage_error
 from slogate.slo.publish import AlertSettings
+from slogate.slo.render import write_reports
 from slogate.slo.report import Report
 from slogate.slo.saved import judge_file
 from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NotifyPolicyError, parse_notify
 
-SETUP_FAILED = 4  # vLLM could not be installed or the model not made: nothing was measured
 DEMO_CONF = LOCUSTFILE_DIR / "demo.conf"
 DEMO_SLO = Path(slogate.slo.__file__).parent / "defaults" / "demo.yaml"
 
@@ -69,7 +70,7 @@ def _guarded(run) -> int:  # type: ignore[no-untyped-def]
     except (ProfileError, ProfileInvalid) as e:
         return _fail(str(e), exitcodes.USAGE)
     except InstallError as e:
-        return _fail(str(e), SETUP_FAILED)
+        return _fail(str(e), exitcodes.SETUP_FAILED)
     except ServerStartError as e:
         if e.log_tail:
             print(e.log_tail, file=sys.stderr)
@@ -178,6 +179,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     try:
         alerts = AlertSettings(args.slack_channel or None, parse_notify(args.slack_notify), args.slack_timeout_s)
     except NotifyPolicyError as e:
+        write_reports(usage_error(str(e)), args.slo_report_dir)  # a report whatever happens
         return _fail(str(e), exitcodes.USAGE)
     return judge_file(
         args.result,
