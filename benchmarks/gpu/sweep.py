@@ -65,7 +65,7 @@ STOP_TIMEOUT_S = 30  # let requests in flight at the end finish (overloaded runs
 
 def run_locust(
     host: str, locustfile: str, config: Path, report_dir: Path, run_time: int, users: int, extra: list[str]
-) -> dict[str, Any] | None:
+) -> Report | None:
     """One headless run of the installed locustfile `locustfile` ("open-loop" or "chat")."""
     run = ["--only-summary", "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
            "--stop-timeout", str(STOP_TIMEOUT_S)]  # fmt: skip
@@ -77,14 +77,15 @@ def run_locust(
     if not path.exists():
         say(f"  no report (locust exit {code}); see {report_dir / 'locust.log'}")
         return None
-    return json.loads(path.read_text())
+    return Report.from_json(json.loads(path.read_text()), str(path))
 
 
-def summarize(report: dict[str, Any]) -> dict[str, Any]:
+def summarize(report: Report) -> dict[str, Any]:
     """The figures the tables need, per class."""
-    out: dict[str, Any] = {"verdict": report["verdict"], "reasons": report.get("reasons", [])}
+    out: dict[str, Any] = {"verdict": str(report.verdict), "reasons": list(report.reasons)}
+    metrics = report.metrics_summary()
     for cls in CLASSES:
-        m = report.get("metrics", {}).get(cls)
+        m = metrics.get(cls)
         if not m:
             continue
         out[cls] = {
@@ -97,9 +98,8 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
             "output_tokens_per_s": m["output_tokens_per_s"],
             "requests_per_s": m["requests_per_s"],
         }
-    server = report.get("server") or {}
-    out["prefix_cache_hit_rate"] = server.get("prefix_cache_hit_rate")
-    out["saturated"] = bool((report.get("self_check") or {}).get("saturated"))
+    out["prefix_cache_hit_rate"] = (report.server or {}).get("prefix_cache_hit_rate")
+    out["saturated"] = report.saturated
     return out
 
 
@@ -153,7 +153,7 @@ class ProfileSweep:
         )  # fmt: skip
         self._keep("closed", None, users, report)
 
-    def _keep(self, kind: str, rate: float | None, users: int | None, report: dict | None) -> dict | None:
+    def _keep(self, kind: str, rate: float | None, users: int | None, report: Report | None) -> dict | None:
         summary = summarize(report) if report else None
         self.runs.append({"kind": kind, "rate": rate, "users": users, "summary": summary})
         if summary and "all" in summary:
