@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from slogate.slo.intervals import DEFAULT_INTERVAL_S
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.record import ErrorKind, RequestRecord
 
@@ -47,16 +48,31 @@ def report_record(environment: Any, rec: RequestRecord) -> None:
 
 
 class RecordListener:
-    """Collects records started after the warm-up window into `store`."""
+    """Collects records started after the warm-up window into `store` (totals and, every
+    `interval_s`, the time series; `goodput_targets_ms` as in `MetricsStore`)."""
 
     def __init__(self) -> None:
-        self.store = MetricsStore()
         self.warmup_s = 0.0
+        self.interval_s = DEFAULT_INTERVAL_S
+        self.goodput_targets_ms: dict[str, dict[str, float]] | None = None
         self.run_started_at: float | None = None
+        self.store = self._new_store()
 
-    def start(self, warmup_s: float) -> None:
-        self.store = MetricsStore()
+    def _new_store(self) -> MetricsStore:
+        store = MetricsStore(self.interval_s)
+        store.set_goodput_targets(self.goodput_targets_ms)
+        return store
+
+    def start(
+        self,
+        warmup_s: float,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        goodput_targets_ms: dict[str, dict[str, float]] | None = None,
+    ) -> None:
         self.warmup_s = warmup_s
+        self.interval_s = interval_s
+        self.goodput_targets_ms = goodput_targets_ms
+        self.store = self._new_store()
         self.run_started_at = time.time()
 
     def on_request(self, context: dict[str, Any] | None = None, **_: Any) -> None:
@@ -71,5 +87,5 @@ class RecordListener:
 
     def take(self) -> MetricsStore:
         """Hand over what was collected and start a new buffer (a worker's report to the master)."""
-        store, self.store = self.store, MetricsStore()
+        store, self.store = self.store, self._new_store()
         return store

@@ -1,8 +1,8 @@
 """Locust integration: SLO options, the listener, and the verdict when the run ends.
 
 Importing this module (a locustfile does `import slogate.slo.locust_plugin`) registers:
-- `--slo-file`, `--slo-report-dir`, `--slo-warmup-s`, `--slo-min-samples` (command line,
-  `locust.conf` and the web UI form);
+- `--slo-file`, `--slo-report-dir`, `--slo-warmup-s`, `--slo-min-samples`, `--slo-interval-s`
+  (command line, `locust.conf` and the web UI form) and `--export FORMAT FILE`;
 - the request listener on every load-generating process;
 - distributed plumbing: workers ship their histograms in `report_to_master` and flush the rest
   at `test_stop`; the master merges and is the only process that judges and writes reports;
@@ -15,6 +15,7 @@ Importing this module (a locustfile does `import slogate.slo.locust_plugin`) reg
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -22,9 +23,12 @@ from typing import Any
 
 import gevent
 from locust import events
+from locust.rpc import Message
 from locust.runners import MasterRunner, WorkerRunner
 from slogate.slo import exitcodes, target, web_ui
 from slogate.slo.baseline import BaselineError, load_baseline
+from slogate.slo.html_report import live_chart_data
+from slogate.slo.intervals import DEFAULT_INTERVAL_S
 from slogate.slo.judge import judge, usage_error
 from slogate.slo.listener import RecordListener
 from slogate.slo.loop_lag import LoopLagMonitor
@@ -33,17 +37,21 @@ from slogate.slo.publish import AlertSettings, publish
 from slogate.slo.record import ALL, ErrorKind
 from slogate.slo.regression import Baseline
 from slogate.slo.render import write_reports
-from slogate.slo.report import Report, RunInfo, public_url, utc_iso
+from slogate.slo.report import Report, RunInfo, public_command, public_url, utc_iso
 from slogate.slo.self_check import MAX_LOOP_LAG_P99_MS
 from slogate.slo.server_metrics import Scraper
 from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NOTIFY_CHOICES, NotifyPolicyError, parse_notify
 from slogate.slo.spec import SloSpec, SloSpecError, load_spec, with_overrides
+from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, goodput_targets, write_export
 
 log = logging.getLogger("slogate")
-CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError)
+CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError, ExportError)
 BAD_CONFIG = "bad configuration"
 WIRE_KEY = "slogate"
 FLUSH_MESSAGE = "slogate_flush"
+# The master's goodput targets travel to the workers in Locust's spawn message (which carries every
+# custom option), so workers count good requests without reading the SLO file themselves.
+GOODPUT_OPTION = "slogate_goodput_targets"
 
 
 class Gate:
@@ -56,6 +64,7 @@ class Gate:
         self.spec: SloSpec | None = None
         self.baseline: Baseline | None = None
         self.alerts = AlertSettings()
+        self.exports: list[tuple[str, str]] = []
         self.problems: list[str] = []
         self.workload: dict[str, Any] = {}
         self.model: str | None = None
@@ -107,6 +116,29 @@ class Gate:
             parse_notify(getattr(opts, "slack_notify", DEFAULT_NOTIFY)),
             getattr(opts, "slack_timeout_s", DEFAULT_BUDGET_S),
         )
+        self.exports = parse_exports(getattr(opts, "export", None))
+
+    @property
+    def interval_s(self) -> float:
+        value = getattr(self.options, "slo_interval_s", DEFAULT_INTERVAL_S)
+        return max(0.0, float(DEFAULT_INTERVAL_S if value is None else value))
+
+    def goodput_targets(self) -> dict[str, dict[str, float]] | None:
+        """From the SLO file; a worker takes the master's (sent with the spawn message)."""
+        if not self.is_worker:
+            return goodput_targets(self.spec)
+        shipped = getattr(self.options, GOODPUT_OPTION, None)
+        return json.loads(shipped) if shipped else goodput_targets(self.spec)
+
+    def start_listening(self) -> None:
+        targets = self.goodput_targets()
+        if not self.is_worker and self.options is not None:
+            setattr(self.options, GOODPUT_OPTION, json.dumps(targets) if targets else "")
+        self.listener.start(self.warmup_s, self.interval_s, targets)
+
+    def live_chart(self) -> dict[str, Any]:
+        """The web UI's TTFT-over-time chart: the time series so far and the SLO targets."""
+        return live_chart_data(self.metrics(), self.spec, self.started_at)
 
     @property
     def warmup_s(self) -> float:
@@ -152,6 +184,7 @@ class Gate:
             ),
             max_client_lag_ms=getattr(self.options, "max_client_lag_ms", MAX_LOOP_LAG_P99_MS),
             problems=problems,
+            command=public_command(["locust", *sys.argv[1:]]),
         )
 
     def snapshot(self, final: bool = False) -> Report:
@@ -218,6 +251,19 @@ def unreachable_reason(total: ClassMetrics, waited_s: float, limit_s: float) -> 
         f"target unreachable: no request succeeded in {waited_s:.0f} s, {refused} refused or timed out "
         f"(--slo-unreachable-s {limit_s:g})"
     )
+
+
+def parse_exports(value: Any) -> list[tuple[str, str]]:
+    """`--export FORMAT FILE` (argparse gives [FORMAT, FILE]; a config file may give a string)."""
+    if not value:
+        return []
+    parts = value.split() if isinstance(value, str) else [str(v) for v in value]
+    if len(parts) != 2:
+        raise ExportError(f"--export: expected FORMAT FILE, got {' '.join(parts)!r}")
+    fmt, path = parts
+    if fmt not in EXPORT_FORMATS:
+        raise ExportError(f"--export: unknown format {fmt!r} (choose one of {', '.join(EXPORT_FORMATS)})")
+    return [(fmt, path)]
 
 
 def _watch_reachability(gate: Gate, limit_s: float) -> None:
@@ -293,6 +339,21 @@ def _add_arguments(parser: Any) -> None:
         help="Seconds between scrapes of the target's /metrics (0: off)",
     )
     parser.add_argument(
+        "--slo-interval-s",
+        type=float,
+        default=DEFAULT_INTERVAL_S,
+        help="Seconds per interval of the time series (slo-intervals.hlog and the charts; 0: none)",
+    )
+    parser.add_argument(
+        "--export",
+        nargs=2,
+        metavar=("FORMAT", "FILE"),
+        default=None,
+        include_in_web_ui=False,
+        help=f"Also write the figures in another tool's format: {', '.join(EXPORT_FORMATS)} "
+        "(`vllm bench serve` result keys)",
+    )
+    parser.add_argument(
         "--slo-min-samples",
         type=int,
         default=0,
@@ -311,7 +372,12 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     except CONFIG_ERRORS as e:
         _usage_error(gate, str(e))
     if environment.web_ui is not None:
-        web_ui.install(environment.web_ui, gate.snapshot, lambda host: target.remember(environment, host) or "")
+        web_ui.install(
+            environment.web_ui,
+            gate.snapshot,
+            lambda host: target.remember(environment, host) or "",
+            series=gate.live_chart,
+        )
     if gate.is_master:
         runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: _on_worker_flush(gate, msg))
         opts = environment.parsed_options
@@ -355,7 +421,7 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         gevent.spawn_later(gate.run_time_s, _end_gracefully, environment.runner)
         gate.run_time_s = None  # once
     gate.judged = False
-    gate.listener.start(gate.warmup_s)
+    gate.start_listening()
     if not gate.is_master:
         gate.loop_monitor.start()
     if not gate.is_worker and environment.parsed_options is not None:
@@ -367,7 +433,7 @@ def _on_test_start(environment: Any, **_: Any) -> None:
 def _on_reset_stats(**_: Any) -> None:
     for gate in _gates.values():
         gate.merged = MetricsStore()
-        gate.listener.start(gate.warmup_s)
+        gate.start_listening()
 
 
 @events.report_to_master.add_listener
@@ -399,7 +465,12 @@ def _on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
 
 
 def _end_gracefully(runner: Any) -> None:
+    # stop() drops workers that do not stop within --stop-timeout from the master's list, so
+    # quit() would never tell them: they would linger (60 s) after the run. Tell every worker.
+    workers = [client.id for client in runner.clients.all]
     runner.stop()
+    for worker in workers:
+        runner.server.send_to_client(Message("quit", None, worker))
     runner.quit()
 
 
@@ -427,4 +498,9 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     gate.stop_scraper()
     report = gate.snapshot(final=True)
     publish(report, environment.parsed_options.slo_report_dir, gate.alerts)
+    for fmt, path in gate.exports:
+        try:
+            write_export(report, fmt, path)
+        except OSError as e:  # the verdict stands; the export is one warning line
+            log.warning("slogate: --export %s %s failed: %s", fmt, path, e.strerror or e)
     environment.process_exit_code = report.exit_code

@@ -1,7 +1,8 @@
 """Per-class aggregates of request records: the histograms and counters the gate judges.
 
 A `MetricsStore` lives in every process that generates load; workers ship theirs to the master
-as `to_wire()` dicts, and `merge_wire` adds them exactly.
+as `to_wire()` dicts, and `merge` adds them exactly. Besides the run's totals it keeps the time
+series (`intervals`: per-interval histograms, slo/intervals.py), which travel in the same wire form.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.intervals import DEFAULT_INTERVAL_S, IntervalSeries, ValueBatch
 from slogate.slo.record import ALL, ErrorKind, RequestRecord
 
 LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "send_lag")
@@ -33,10 +35,12 @@ class ClassMetrics:
         self.prompt_tokens = 0
         self.output_tokens = 0
         self.cached_tokens = 0
+        self.good = 0  # successes that met every per-request latency target (goodput; see MetricsStore)
         self.first_start: float | None = None
         self.last_end: float | None = None
 
-    def add(self, rec: RequestRecord) -> None:
+    def add(self, rec: RequestRecord, itl: ValueBatch | None = None) -> None:
+        """`itl`: the record's ITL gaps already turned into histogram indexes (MetricsStore.add)."""
         if rec.error_kind == ErrorKind.DROPPED:
             self.dropped += 1
             return
@@ -61,9 +65,8 @@ class ClassMetrics:
             lat["send_lag"].record_us(rec.send_lag_us)
         if rec.ttft_us is not None:
             lat["ttft"].record_us(rec.ttft_us)
-        itl = lat["itl"]
-        for gap in rec.itl_us:
-            itl.record_us(gap)
+        if rec.itl_us:
+            (itl or ValueBatch(rec.itl_us)).record_into(lat["itl"])
         tpot = rec.tpot_us
         if tpot is not None:
             lat["tpot"].record_us(tpot)
@@ -108,6 +111,7 @@ class ClassMetrics:
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.cached_tokens += other.cached_tokens
+        self.good += other.good
         if other.first_start is not None:
             self.first_start = (
                 other.first_start if self.first_start is None else min(self.first_start, other.first_start)
@@ -127,6 +131,7 @@ class ClassMetrics:
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
+            "good": self.good,
             "first_start": self.first_start,
             "last_end": self.last_end,
         }
@@ -145,6 +150,7 @@ class ClassMetrics:
         m.prompt_tokens = data.get("prompt_tokens", 0)
         m.output_tokens = data.get("output_tokens", 0)
         m.cached_tokens = data.get("cached_tokens", 0)
+        m.good = data.get("good", 0)
         m.first_start = data.get("first_start")
         m.last_end = data.get("last_end")
         return m
@@ -173,11 +179,23 @@ class ClassMetrics:
         return out
 
 
-class MetricsStore:
-    """Request records aggregated per class; `all` is derived by merging the classes."""
+GOODPUT_METRICS = ("ttft", "tpot", "e2e")  # vLLM's goodput metrics (its `e2el` is our `e2e`)
 
-    def __init__(self) -> None:
+
+class MetricsStore:
+    """Request records aggregated per class; `all` is derived by merging the classes.
+
+    `intervals` holds the same records per `interval_s` of wall-clock time (0: no time series).
+    `goodput_targets_ms` ({class: {metric: max ms}}, class `all` applying to every request), when
+    set, counts per request the successes that met every target (`ClassMetrics.good`), as
+    `vllm bench serve --goodput` does: a few comparisons per request.
+    """
+
+    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self.classes: dict[str, ClassMetrics] = {}
+        self.intervals = IntervalSeries(interval_s)
+        self.goodput_targets_ms: dict[str, dict[str, float]] | None = None
+        self._goodput_us: dict[str, dict[str, float]] = {}
         self.warmup_excluded = 0
         # How late the load generator's event loop wakes up, and the CPU time its processes used
         # over how much wall time (self-check; see slo/self_check.py).
@@ -189,7 +207,35 @@ class MetricsStore:
         cm = self.classes.get(rec.request_class)
         if cm is None:
             cm = self.classes[rec.request_class] = ClassMetrics()
-        cm.add(rec)
+        itl = ValueBatch(rec.itl_us) if rec.itl_us and rec.error_kind is None else None
+        cm.add(rec, itl)
+        self.intervals.add(rec, itl)
+        if self.goodput_targets_ms is not None and rec.error_kind is None and self._is_good(rec):
+            cm.good += 1
+
+    def set_goodput_targets(self, targets_ms: dict[str, dict[str, float]] | None) -> None:
+        self.goodput_targets_ms = targets_ms or None
+        self._goodput_us = {}
+
+    def _is_good(self, rec: RequestRecord) -> bool:
+        limits = self._goodput_us.get(rec.request_class)
+        if limits is None:
+            limits = {}
+            targets = self.goodput_targets_ms or {}
+            for cls in (ALL, rec.request_class):
+                for metric, max_ms in (targets.get(cls) or {}).items():
+                    limits[metric] = min(limits.get(metric, float("inf")), max_ms * 1000)
+            self._goodput_us[rec.request_class] = limits
+        for metric, max_us in limits.items():
+            if metric == "ttft":
+                value = rec.ttft_us
+            elif metric == "tpot":
+                value = rec.tpot_us or 0  # vLLM counts a one-token answer's TPOT as 0
+            else:
+                value = rec.e2e_us
+            if value is None or value > max_us:
+                return False
+        return True
 
     def get(self, request_class: str) -> ClassMetrics:
         """One class, or every class merged for `all`; an empty aggregate for an unseen class."""
@@ -211,18 +257,25 @@ class MetricsStore:
         for name, cm in other.classes.items():
             self.classes.setdefault(name, ClassMetrics()).merge(cm)
         self.warmup_excluded += other.warmup_excluded
+        self.intervals.merge(other.intervals)
+        if self.goodput_targets_ms is None and other.goodput_targets_ms is not None:
+            self.set_goodput_targets(other.goodput_targets_ms)
         self.loop_lag.merge(other.loop_lag)
         self.client_cpu_s += other.client_cpu_s
         self.client_wall_s += other.client_wall_s
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        out = {
             "classes": {name: cm.to_wire() for name, cm in self.classes.items()},
             "warmup_excluded": self.warmup_excluded,
             "loop_lag": self.loop_lag.encode() if self.loop_lag.count else None,
             "client_cpu_s": self.client_cpu_s,
             "client_wall_s": self.client_wall_s,
+            "intervals": self.intervals.to_wire(),
         }
+        if self.goodput_targets_ms is not None:
+            out["goodput_targets_ms"] = self.goodput_targets_ms
+        return out
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> MetricsStore:
@@ -233,6 +286,8 @@ class MetricsStore:
             store.loop_lag = LatencyHistogram.decode(data["loop_lag"])
         store.client_cpu_s = data.get("client_cpu_s", 0.0)
         store.client_wall_s = data.get("client_wall_s", 0.0)
+        store.intervals.merge_wire(data.get("intervals"))
+        store.set_goodput_targets(data.get("goodput_targets_ms"))
         return store
 
     @property

@@ -1,18 +1,24 @@
-"""The report's files: `slo-report.json`, `slo-junit.xml` and `slo-summary.md` (also appended to
-`$GITHUB_STEP_SUMMARY`). Written whatever happened (pass, fail, inconclusive, or a usage error),
-so a CI job always has an artifact."""
+"""The report's files: `slo-report.json`, `slo-junit.xml`, `slo-summary.md` (also appended to
+`$GITHUB_STEP_SUMMARY`), `slo-report.html` (self-contained, with charts: slo/html_report.py) and
+`slo-intervals.hlog` (the time series as an HdrHistogram interval log: slo/hlog.py). Written
+whatever happened (pass, fail, inconclusive, or a usage error), so a CI job always has an
+artifact. `exports` adds files in other tools' formats (`vllm-bench`: slo/vllm_export.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from slogate.slo.hlog import HLOG_NAME, write_hlog
+from slogate.slo.html_report import HTML_NAME, write_html
 from slogate.slo.record import ALL
 from slogate.slo.report import Report
 from slogate.slo.verdict import Outcome
+from slogate.slo.vllm_export import write_export
 
 JSON_NAME, JUNIT_NAME, MARKDOWN_NAME = "slo-report.json", "slo-junit.xml", "slo-summary.md"
 
@@ -22,7 +28,10 @@ def headline(report: Report) -> str:
     return f"slogate: {report.verdict.upper()} (exit {report.exit_code})"
 
 
-def write_reports(report: Report, out_dir: str | Path) -> dict[str, Path]:
+def write_reports(
+    report: Report, out_dir: str | Path, exports: Sequence[tuple[str, str | Path]] = ()
+) -> dict[str, Path]:
+    """Every report file into `out_dir`; `exports`: (format, path) pairs, e.g. ("vllm-bench", "bench.json")."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     paths = {"json": d / JSON_NAME, "junit": d / JUNIT_NAME, "markdown": d / MARKDOWN_NAME}
@@ -30,6 +39,10 @@ def write_reports(report: Report, out_dir: str | Path) -> dict[str, Path]:
     paths["junit"].write_text(render_junit(report))
     markdown = render_markdown(report)
     paths["markdown"].write_text(markdown)
+    paths["html"] = write_html(report, d / HTML_NAME)
+    paths["hlog"] = write_hlog(report.measurements, d / HLOG_NAME, f"run started {report.run.started_at or '?'}")
+    for fmt_name, path in exports:
+        paths[f"export:{fmt_name}"] = write_export(report, fmt_name, path)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a") as fh:

@@ -10,7 +10,10 @@ reach the report.
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -45,6 +48,37 @@ def public_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+_SECRET_OPTION = re.compile(r"^--?[\w-]*(auth|token|secret|passw|api[-_]?key|webhook|credential)", re.IGNORECASE)
+REDACTED = "***"
+
+
+def public_command(argv: Sequence[str]) -> str:
+    """A command line fit for a report: URLs without credentials or query strings, and the value
+    of any option named like a secret (`--web-auth`, `--...-token`, ...) replaced by ***."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        name, eq, value = arg.partition("=")
+        if arg.startswith("-") and _SECRET_OPTION.match(name):
+            if eq:
+                out.append(f"{name}={REDACTED}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        if "://" in arg:
+            if eq and arg.startswith("-") and "://" in value:
+                arg = f"{name}={public_url(value)}"
+            elif "://" in arg.split("=", 1)[0] or not eq:
+                arg = public_url(arg) or arg
+        out.append(arg)
+    return shlex.join(out)
+
+
 def utc_iso(ts: float | None) -> str | None:
     return None if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
@@ -73,6 +107,7 @@ class RunInfo:
     problems: list[str] = field(default_factory=list)  # facts that make every figure doubtful
     notes: list[str] = field(default_factory=list)  # what a reader must know about the figures
     details: dict[str, Any] = field(default_factory=dict)  # source-specific facts (vllm bench's run fields)
+    command: str | None = None  # the command line that ran the load (public_command: no secret in it)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -6,6 +6,10 @@ running), and the server's TTFT histogram as the change of its buckets, so the r
 the server's TTFT beside the client's: the gap is time spent outside the engine (network, HTTP
 server, queueing before the engine sees the request).
 
+Each scrape's time and its few charted figures (KV-cache usage, requests waiting and running,
+and the prefix-cache counters) are also kept as a time series (`summary()["series"]`, at most
+`MAX_POINTS` points: beyond that every other point is dropped, the counters stay exact).
+
 A target without `/metrics` is a warning, never a crash: the figures are then absent.
 """
 
@@ -41,6 +45,8 @@ SLO_METRICS = {
     "num_requests_running": "num_requests_running_max",
     "preemptions": "preemptions",
 }
+_CHARTED_GAUGES = ("kv_cache_usage", "num_requests_waiting", "num_requests_running")
+MAX_POINTS = 4000  # scrapes kept for the time series (an hour at 1 s; thinned beyond)
 
 
 def parse(text: str) -> dict[str, float]:
@@ -84,8 +90,12 @@ class ServerMetrics:
     scrapes: int = 0
     gauge_samples: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     error: str | None = None
+    # (time, kv_cache_usage, waiting, running, prefix-cache hits, queries) per scrape, for the charts
+    points: list[tuple[float, float | None, float | None, float | None, float | None, float | None]] = field(
+        default_factory=list
+    )
 
-    def add(self, sample: dict[str, float]) -> None:
+    def add(self, sample: dict[str, float], at: float | None = None) -> None:
         if self.first is None:
             self.first = sample
         self.last = sample
@@ -93,6 +103,40 @@ class ServerMetrics:
         for name, metric in GAUGES.items():
             if metric in sample:
                 self.gauge_samples[name].append(sample[metric])
+        self.points.append(
+            (
+                time.time() if at is None else at,
+                *(sample.get(GAUGES[name]) for name in _CHARTED_GAUGES),
+                sample.get(HITS),
+                sample.get(QUERIES),
+            )
+        )
+        if len(self.points) > MAX_POINTS:
+            self.points = self.points[::2]
+
+    def series(self) -> dict[str, list[float | None]]:
+        """The scrapes over time: `t` (Unix seconds), the gauges, and the prefix-cache hit rate
+        between each scrape and the one before (None where nothing was queried)."""
+        out: dict[str, list[float | None]] = {
+            "t": [],
+            "kv_cache_usage": [],
+            "num_requests_waiting": [],
+            "num_requests_running": [],
+            "prefix_cache_hit_rate": [],
+        }
+        previous = None
+        for t, kv, waiting, running, hits, queries in self.points:
+            out["t"].append(round(t, 3))
+            out["kv_cache_usage"].append(None if kv is None else round(kv, 4))
+            out["num_requests_waiting"].append(waiting)
+            out["num_requests_running"].append(running)
+            rate = None
+            if previous is not None and None not in (hits, queries, previous[0], previous[1]):
+                asked = queries - previous[1]  # type: ignore[operator]
+                rate = round((hits - previous[0]) / asked, 4) if asked > 0 else None  # type: ignore[operator]
+            out["prefix_cache_hit_rate"].append(rate)
+            previous = (hits, queries)
+        return out
 
     def restart_from(self, sample: dict[str, float]) -> None:
         """Count from `sample` on: what the server did before it (priming requests, warm-up) is
@@ -139,6 +183,7 @@ class ServerMetrics:
             "p95": _ms(_bucket_percentile(buckets, 95)),
             "note": "interpolated within vLLM's coarse buckets",
         }
+        out["series"] = self.series()
         return out
 
 

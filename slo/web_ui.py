@@ -1,9 +1,14 @@
 """A "TTFT / SLO" tab inside Locust's own web UI, and JSON/Markdown endpoints behind it.
 
-- `/slo/status`: the live report (JSON) for scripts; `/slo/report.json`, `/slo/report.md`: the
-  same as downloads. All honour `--web-login`.
+- `/slo/status`: the live report (JSON) for scripts; `/slo/report.json`, `/slo/report.md`,
+  `/slo/report.html`: the same as downloads; `/slo/series`: the TTFT time series and the SLO
+  targets the tab's chart draws. All honour `--web-login`.
 - The tab is a Locust extended table fed through `/stats/requests` (`extended_stats`), so it
   refreshes with the rest of the UI while the test runs and keeps its figures after Stop.
+- Above the table, a live chart of TTFT p50/p95 per interval and request class, with the SLO
+  targets: `slo/assets/webui-tab.js`, added to Locust's page, polls `/slo/series` every 2 s and
+  draws with the vendored uPlot, served by `/slo/assets/...` (no CDN). It keeps its figures after
+  Stop and starts again empty after "Reset stats", like the table.
 Nothing secret can reach the page: API keys and Slack credentials are not options at all, and
 credentials in a host URL, on the command line or typed into the form, are taken out of it
 before Locust stores or shows the host (slo/target.py).
@@ -16,6 +21,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from slogate.slo.html_report import ASSETS, render_html, script_json
 from slogate.slo.render import observed_text, render_markdown
 from slogate.slo.report import Report
 
@@ -31,6 +37,19 @@ _COLUMNS = [
     ("state", "State"),
 ]
 _LATENCY_ROWS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"))
+# Served from slo/assets/ by /slo/assets/<name>; nothing else there is.
+SERVED_ASSETS = {
+    "uPlot.iife.min.js": "application/javascript",
+    "uPlot.min.css": "text/css",
+    "slogate-charts.js": "application/javascript",
+    "webui-tab.js": "application/javascript",
+}
+PAGE_ADDITIONS = (
+    '<link rel="stylesheet" href="./slo/assets/uPlot.min.css">'
+    '<script src="./slo/assets/uPlot.iife.min.js"></script>'
+    '<script src="./slo/assets/slogate-charts.js"></script>'
+    '<script src="./slo/assets/webui-tab.js"></script>'
+)
 
 
 def rows(report: Report) -> list[dict[str, Any]]:
@@ -91,10 +110,16 @@ def rows(report: Report) -> list[dict[str, Any]]:
     return out
 
 
-def install(web_ui: Any, snapshot: Callable[[], Report], bare_host: Callable[[str], str] | None = None) -> None:
-    """Add the tab and the endpoints to Locust's Flask app; `snapshot()` returns the live report.
-    `bare_host(url)` keeps the credentials of a host typed into the form and returns it without them."""
-    from flask import Response, request
+def install(
+    web_ui: Any,
+    snapshot: Callable[[], Report],
+    bare_host: Callable[[str], str] | None = None,
+    series: Callable[[], dict[str, Any]] | None = None,
+) -> None:
+    """Add the tab and the endpoints to Locust's Flask app; `snapshot()` returns the live report,
+    `series()` the live chart's data (slo/html_report.py, `live_chart_data`). `bare_host(url)`
+    keeps the credentials of a host typed into the form and returns it without them."""
+    from flask import Response, abort, request
     from werkzeug.datastructures import ImmutableMultiDict
 
     web_ui.template_args.update(
@@ -103,6 +128,7 @@ def install(web_ui: Any, snapshot: Callable[[], Report], bare_host: Callable[[st
         extended_csv_files=[
             {"href": "./slo/report.json", "title": "slogate report (JSON)"},
             {"href": "./slo/report.md", "title": "slogate report (Markdown)"},
+            {"href": "./slo/report.html", "title": "slogate report (HTML, with charts)"},
         ],
     )
     app = web_ui.app
@@ -130,6 +156,28 @@ def install(web_ui: Any, snapshot: Callable[[], Report], bare_host: Callable[[st
             headers={"Content-Disposition": "attachment; filename=slo-summary.md"},
         )
 
+    @app.route("/slo/report.html")
+    @web_ui.auth_required_if_enabled
+    def slo_report_html() -> Response:
+        return Response(
+            render_html(snapshot()),
+            mimetype="text/html",
+            headers={"Content-Disposition": "attachment; filename=slo-report.html"},
+        )
+
+    @app.route("/slo/series")
+    @web_ui.auth_required_if_enabled
+    def slo_series() -> Response:
+        data = series() if series is not None else {"series": None, "targets": []}
+        return Response(script_json(data), mimetype="application/json", headers={"Cache-Control": "no-store"})
+
+    @app.route("/slo/assets/<name>")
+    @web_ui.auth_required_if_enabled
+    def slo_asset(name: str) -> Response:
+        if name not in SERVED_ASSETS:
+            abort(404)
+        return Response((ASSETS / name).read_bytes(), mimetype=SERVED_ASSETS[name])
+
     if bare_host is not None:
         # Locust's /swarm stores the form's host as is and echoes it back: wrap its view so that it
         # only ever sees the host without credentials (after the login check, like the view itself).
@@ -153,4 +201,8 @@ def install(web_ui: Any, snapshot: Callable[[], Report], bare_host: Callable[[st
             data = resp.get_json()
             data["extended_stats"] = [{"key": TAB_KEY, "data": rows(snapshot())}]
             resp.set_data(json.dumps(data))
+        elif request.endpoint == "locust.index" and resp.mimetype == "text/html" and not resp.direct_passthrough:
+            page = resp.get_data(as_text=True)
+            if "</body>" in page and "webui-tab.js" not in page:
+                resp.set_data(page.replace("</body>", PAGE_ADDITIONS + "</body>", 1))
         return resp

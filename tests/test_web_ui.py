@@ -1,4 +1,5 @@
-"""The "TTFT / SLO" tab in Locust's web UI, driven in a real headless Chromium, and its endpoints."""
+"""The "TTFT / SLO" tab in Locust's web UI, driven in a real headless Chromium, and its endpoints.
+The browser test saves the README's screenshot of the tab (docs/web-ui-tab.png)."""
 
 import json
 import os
@@ -21,6 +22,7 @@ SECRETS = {
     "SLACK_WEBHOOK_URL": "http://127.0.0.1:9/services/T0/B0/uiHookSecret222",
 }
 ARTIFACTS = Path(os.environ.get("SLOGATE_ARTIFACTS", ROOT / "test-artifacts"))
+DOCS = ROOT / "docs"
 
 
 def get(url: str, post: bool = False) -> tuple[int, str]:
@@ -36,11 +38,15 @@ def get(url: str, post: bool = False) -> tuple[int, str]:
 def start_web_ui(host: str, tmp: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     slo = tmp / "slo.yaml"
-    slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 500}\nmin_samples: 5\n")
+    slo.write_text(
+        "slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 500}\n"
+        "  - {name: ttft-p95-shared, metric: ttft, percentile: 95, max_ms: 60, class: shared}\nmin_samples: 5\n"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", host, "--web-host", "127.0.0.1",
          "--web-port", str(port), "--slo-file", str(slo), "--slo-report-dir", str(tmp / "report"),
-         "--model", "ttft_ms=30,tokens=3", "--shared-prefix-tokens", "50", "--slack-notify", "", *extra],
+         "--model", "ttft_ms=30,tokens=3", "--shared-prefix-tokens", "50", "--slack-notify", "",
+         "--slo-interval-s", "1", *extra],
         env={**os.environ, **SECRETS}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -74,11 +80,31 @@ def test_status_endpoint_and_reset_stats(web_ui: str) -> None:
     assert status["metrics"]["all"]["ttft_ms"]["count"] > 5 and status["verdict"] == "pass"
     rows = json.loads(get(web_ui + "/stats/requests")[1])["extended_stats"][0]["data"]
     assert rows[0]["item"] == "TTFT all" and rows[0]["p50"] >= 30
+    raw = get(web_ui + "/slo/series")[1]
+    assert all(secret not in raw for secret in SECRETS.values())
+    series = json.loads(raw)
+    assert series["interval_s"] == 1.0 and len(series["series"]["t"]) >= 2
+    assert sum(series["series"]["latency"]["ttft"]["all"]["count"]) >= status["metrics"]["all"]["ttft_ms"]["count"]
+    assert [(t["class"], t["max_ms"]) for t in series["targets"]] == [("all", 500), ("shared", 60)]
     assert get(web_ui + "/stats/reset", post=True)[0] == 200
     after = json.loads(get(web_ui + "/slo/status")[1])
     assert after["metrics"].get("all", {}).get("requests", 0) < status["metrics"]["all"]["requests"]
+    reset = json.loads(get(web_ui + "/slo/series")[1])["series"]
+    assert reset is None or sum(reset["requests"]["all"]) < sum(series["series"]["requests"]["all"])
     assert "## slogate" in get(web_ui + "/slo/report.md")[1]
+    page = get(web_ui + "/slo/report.html")[1]
+    assert page.startswith("<!doctype html>") and "ttft-p95-shared" in page
     get(web_ui + "/stop", post=True)
+
+
+def test_assets_are_served_by_slogate_and_nothing_else_is(web_ui: str) -> None:
+    status, page = get(web_ui + "/")
+    assert status == 200 and page.count("./slo/assets/") == 4  # uPlot, its style, our charts and the tab
+    for name in ("uPlot.iife.min.js", "uPlot.min.css", "slogate-charts.js", "webui-tab.js"):
+        code, body = get(f"{web_ui}/slo/assets/{name}")
+        assert code == 200 and len(body) > 500
+    for name in ("html_report.py", "uPlot.LICENSE", "..%2Fhtml_report.py", "report-boot.js"):
+        assert get(f"{web_ui}/slo/assets/{name}")[0] == 404
 
 
 def test_status_endpoint_honours_web_login(fault_server: str, tmp_path: Path) -> None:
@@ -128,8 +154,9 @@ def test_a_run_from_the_form_fills_the_tab_in_a_real_browser(web_ui: str) -> Non
     options.binary_location = found[0]
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--window-size=1400,1000"):  # fmt: skip
+                "--window-size=1400,1000", "--hide-scrollbars"):  # fmt: skip
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(found[1]), options=options)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     wait = WebDriverWait(driver, 30)
@@ -144,13 +171,55 @@ def test_a_run_from_the_form_fills_the_tab_in_a_real_browser(web_ui: str) -> Non
         tab.click()
         cell = wait.until(ec.presence_of_element_located((By.XPATH, "//td[contains(., 'TTFT all')]")))
         wait.until(lambda d: float(cell.find_element(By.XPATH, "following-sibling::td[1]").text or 0) >= 30)
+        # The live chart above the table: drawn, and redrawn as intervals come in
+        wait.until(lambda d: drawn(d) >= 3)
+        first = drawn(driver)
+        wait.until(lambda d: drawn(d) > first)
+        assert chart_ink(driver) > 100  # the p95 line of `all` in its colour, not just axes
+        wait.until(lambda d: drawn(d) >= 8)
+        DOCS.mkdir(exist_ok=True)
+        driver.save_screenshot(str(DOCS / "web-ui-tab.png"))  # the README's picture: the tab while running
         driver.save_screenshot(str(ARTIFACTS / "web-ui-running.png"))
         driver.find_element(By.XPATH, "//button[contains(., 'Stop') or contains(., 'STOP')]").click()
         verdict = wait.until(ec.presence_of_element_located((By.XPATH, "//td[normalize-space(.)='verdict']")))
-        wait.until(lambda d: verdict.find_element(By.XPATH, "following-sibling::td[last()]").text == "pass")
-        time.sleep(1)
+        wait.until(lambda d: verdict.find_element(By.XPATH, "following-sibling::td[last()]").text in ("pass", "fail"))
+        time.sleep(3)  # two more polls: the chart keeps its figures after Stop
+        kept = drawn(driver)
+        assert kept >= first and chart_ink(driver) > 100
         driver.save_screenshot(str(ARTIFACTS / "web-ui-stopped.png"))
         html = driver.page_source
         assert all(secret not in html for secret in SECRETS.values())
+        # Another tab: the chart goes with the table; back: it is there again
+        driver.find_element(By.XPATH, "//button[contains(., 'Statistics') or contains(., 'STATISTICS')]").click()
+        wait.until(lambda d: not d.find_elements(By.ID, "slogate-ttft-live"))
+        driver.find_element(By.XPATH, "//button[contains(., 'TTFT / SLO')]").click()
+        wait.until(lambda d: drawn(d) == kept)
+        # "Reset stats" empties the chart, as it does the table
+        assert get(web_ui + "/stats/reset", post=True)[0] == 200
+        wait.until(lambda d: drawn(d) == 0)
+        for entry in driver.get_log("browser"):
+            assert entry["level"] != "SEVERE" or "favicon" in entry["message"], entry
     finally:
         driver.quit()
+
+
+def drawn(driver) -> int:  # type: ignore[no-untyped-def]
+    """Points of the live chart (0: no chart or no data)."""
+    return int(
+        driver.execute_script(
+            "var c = document.querySelector('#slogate-ttft-live [data-chart]');"
+            "return c ? (c.getAttribute('data-drawn') || '0') : '0';"
+        )
+    )
+
+
+def chart_ink(driver) -> int:  # type: ignore[no-untyped-def]
+    """Pixels of the live chart's canvas in the colour of class `all` (#1f77b4)."""
+    return driver.execute_script(
+        "var c = document.querySelector('#slogate-ttft-live canvas'); if (!c) return 0;"
+        "var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, n = 0;"
+        "for (var i = 0; i < d.length; i += 4) {"
+        "  if (d[i + 3] > 128 && Math.abs(d[i] - 31) < 40 && Math.abs(d[i + 1] - 119) < 40"
+        "      && Math.abs(d[i + 2] - 180) < 40) n++;"
+        "} return n;"
+    )

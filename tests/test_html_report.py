@@ -1,0 +1,226 @@
+"""`slo-report.html`: self-contained (no request leaves the page), small, and drawn for real in
+headless Chromium; the screenshot in the README comes from here (docs/html-report.png)."""
+
+import json
+import math
+import os
+import random
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from slogate.slo.html_report import CSP, HTML_NAME, render_html, write_html
+from slogate.slo.judge import judge
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import ErrorKind, RequestRecord
+from slogate.slo.render import write_reports
+from slogate.slo.report import Report, RunInfo, utc_iso
+from slogate.slo.server_metrics import ServerMetrics
+from slogate.slo.spec import parse_spec
+
+from tests.conftest import ROOT
+
+DOCS = ROOT / "docs"
+T0 = 1_764_662_400.0
+SPEC = parse_spec(
+    {
+        "slos": [
+            {"name": "ttft-p95-shared", "metric": "ttft", "percentile": 95, "max_ms": 200, "class": "shared"},
+            {"name": "ttft-p95-unique", "metric": "ttft", "percentile": 95, "max_ms": 1500, "class": "unique"},
+            {"name": "e2e-p99", "metric": "e2e", "percentile": 99, "max_ms": 3000},
+            {"name": "errors", "metric": "error_rate", "max": 0.02},
+        ],
+        "min_samples": 20,
+    }
+)
+
+
+def synthetic_run(duration_s: float, rate: float, tokens: int = 32, seed: int = 1, scrape_s: float = 2.0) -> Report:
+    """Shared prefixes answer in ~60 ms, unique ones in ~700 ms; every 10 minutes the server
+    slows down for a minute (TTFT x3, requests queue, the KV cache fills), and 1% time out."""
+    rng = random.Random(seed)
+    store = MetricsStore()
+    t = T0 + 5.0
+    while t < T0 + duration_s:
+        cls = "shared" if rng.random() < 0.6 else "unique"
+        slow = 3.0 if (t - T0) % 600 > 540 else 1.0
+        ttft = int(rng.lognormvariate(0, 0.25) * (60_000 if cls == "shared" else 700_000) * slow)
+        itl = [int(rng.lognormvariate(0, 0.3) * 6_000) for _ in range(tokens)]
+        err = ErrorKind.TIMEOUT if rng.random() < 0.01 * slow else None
+        store.add(
+            RequestRecord(
+                cls, t, e2e_us=ttft + sum(itl), ttft_us=None if err else ttft, itl_us=[] if err else itl,
+                prompt_tokens=3000, completion_tokens=None if err else tokens + 1, error_kind=err,
+            )
+        )  # fmt: skip
+        t += rng.expovariate(rate)
+    server = ServerMetrics()
+    for i in range(int(duration_s / scrape_s) + 1):
+        at = T0 + i * scrape_s
+        slow = (at - T0) % 600 > 540
+        server.add(
+            {
+                "vllm:kv_cache_usage_perc": min(1.0, 0.3 + 0.5 * slow + 0.05 * rng.random()),
+                "vllm:num_requests_waiting": float(rng.randint(3, 8) if slow else rng.randint(0, 1)),
+                "vllm:num_requests_running": float(rng.randint(2, 4)),
+                "vllm:prefix_cache_hits_total": 1800.0 * i * (0.55 + 0.05 * rng.random()),
+                "vllm:prefix_cache_queries_total": 3000.0 * i,
+            },
+            at=at,
+        )
+    run = RunInfo(
+        target="http://vllm.internal:8000",
+        model="Qwen/Qwen2.5-7B-Instruct",
+        started_at=utc_iso(T0),
+        ended_at=utc_iso(T0 + duration_s),
+        duration_s=duration_s,
+        warmup_s=5.0,
+        users=8,
+        slo_file="slo.yaml",
+        workload={"seed": 0, "shared_prefix_tokens": 3000, "max_tokens": tokens + 1, "prompt_nonce": "a1b2c3"},
+        command="locust -f chat.py --host http://vllm.internal:8000 --slo-file slo.yaml -u 8 -r 8 -t 10m",
+    )
+    return judge(SPEC, store, run, server.summary())
+
+
+def test_one_file_with_everything_inline_and_no_address_to_fetch(tmp_path: Path) -> None:
+    report = synthetic_run(300, 5)
+    html = render_html(report)
+    assert f'content="{CSP}"' in html and "default-src 'none'" in CSP
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)  # no script, style or image from anywhere
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html)
+    assert "<script src" not in html and '<link rel="stylesheet"' not in html
+    for name in ("ttft-p95-shared", "ttft-p95-unique", "e2e-p99", "errors"):
+        assert name in html
+    assert f'data-verdict="{report.verdict}"' in html and report.run.command in html
+    data = json.loads(re.search(r'<script id="slogate-data" type="application/json">(.*?)</script>', html, re.S)[1])
+    run = data["runs"][0]
+    assert run["series"]["classes"] == ["all", "shared", "unique"] and len(run["series"]["t"]) == 59  # 5 s to 300 s
+    assert [t["max_ms"] for t in run["targets"]] == [200, 1500, 3000]
+    assert len(run["server"]["t"]) == 151 and run["curves"]["ttft"]["shared"][0] is not None
+
+
+def test_an_hour_stays_well_under_3_mb(tmp_path: Path) -> None:
+    """720 intervals of 5 s, three classes, a scrape every 2 s: the page carries per-interval
+    percentiles, not histograms."""
+    report = synthetic_run(3600, 3, tokens=16)
+    started = time.perf_counter()
+    paths = write_reports(report, tmp_path)
+    took = time.perf_counter() - started
+    size = paths["html"].stat().st_size
+    print(f"one-hour run: slo-report.html {size / 1e6:.2f} MB, slo-report.json "
+          f"{paths['json'].stat().st_size / 1e6:.2f} MB, slo-intervals.hlog {paths['hlog'].stat().st_size / 1e6:.2f} "
+          f"MB, all files in {took:.1f} s")  # fmt: skip
+    assert size < 1_000_000  # the issue's bound is 3 MB
+    data = json.loads(re.search(r'type="application/json">(.*?)</script>', paths["html"].read_text(), re.S)[1])
+    assert len(data["runs"][0]["series"]["t"]) == 719  # from 5 s on
+
+
+def test_several_reports_make_one_comparison_page(tmp_path: Path) -> None:
+    before, after = synthetic_run(300, 5, seed=1), synthetic_run(300, 5, seed=2)
+    path = write_html({"cpu-demo-baseline": before, "cpu-demo": after}, tmp_path / "comparison.html")
+    html = path.read_text()
+    assert "Comparison (2 runs" in html and "cpu-demo-baseline" in html and html.count('data-chart="overlay-') == 6
+    assert html.count('<section class="run"') == 2
+
+
+def test_a_report_without_measurements_still_renders(tmp_path: Path) -> None:
+    from slogate.slo.judge import usage_error
+
+    paths = write_reports(usage_error("slo.yaml: slos[0]: field 'max_ms': required"), tmp_path)
+    html = paths["html"].read_text()
+    assert 'data-verdict="error"' in html and "field &#x27;max_ms&#x27;: required" in html
+    assert (tmp_path / "slo-intervals.hlog").read_text().startswith("#[slogate interval log")
+
+
+def browser():
+    found = (shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver"))
+    if not all(found):
+        if os.environ.get("SLOGATE_REQUIRE_BROWSER") == "1":
+            pytest.fail("Chromium and chromedriver are required (apt-get install chromium chromium-driver)")
+        pytest.skip("Chromium/chromedriver not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1280,1400", "--hide-scrollbars"):  # fmt: skip
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    return webdriver.Chrome(service=Service(found[1]), options=options)
+
+
+# For every chart: pixels drawn, and pixels in the colour of its first data series (uPlot draws
+# axes and grid on the same canvas, so "not blank" means the series' own colour is there).
+INK = """
+function near(d, i, rgb) {
+  return Math.abs(d[i] - rgb[0]) < 40 && Math.abs(d[i + 1] - rgb[1]) < 40 && Math.abs(d[i + 2] - rgb[2]) < 40;
+}
+var colours = {"latency-time": [44,160,44], "rate-time": [31,119,180], "percentiles": [44,160,44],
+               "server-time": [111,66,193], "overlay-time": [31,119,180], "overlay-percentiles": [31,119,180]};
+return Array.prototype.map.call(document.querySelectorAll("[data-chart]"), function (el) {
+  var c = el.querySelector("canvas"), kind = el.getAttribute("data-chart");
+  if (!c) return [kind, el.getAttribute("data-error"), 0, 0];
+  var d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data, inked = 0, coloured = 0;
+  for (var i = 0; i < d.length; i += 4) {
+    if (d[i+3] > 128) { inked++; if (near(d, i, colours[kind])) coloured++; }
+  }
+  return [kind, el.getAttribute("data-error"), inked, coloured];
+});
+"""
+
+
+def open_page(driver, path: Path) -> list:
+    driver.get(path.as_uri())
+    deadline = time.monotonic() + 30
+    while not driver.execute_script("return document.body.getAttribute('data-charts-ready')"):
+        assert time.monotonic() < deadline, "the charts were not drawn"
+        time.sleep(0.2)
+    return [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
+
+
+def test_in_chromium_nothing_leaves_the_page_and_every_chart_is_drawn(tmp_path: Path) -> None:
+    report = synthetic_run(900, 4)
+    path = write_reports(report, tmp_path)["html"]
+    compare = write_html({"baseline": synthetic_run(600, 4, seed=3), "tuned": report}, tmp_path / "comparison.html")
+    driver = browser()
+    try:
+        for page in (path, compare):
+            events = open_page(driver, page)
+            requested = [m["params"]["request"]["url"] for m in events if m["method"] == "Network.requestWillBeSent"]
+            assert requested == [page.as_uri()], requested  # the page itself, nothing else
+            failures = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert not failures, failures  # no script error, no blocked request (CSP violations log here)
+            ink = driver.execute_script(INK)
+            assert len(ink) == (6 if page == path else 6 + 12)
+            for kind, error, inked, coloured in ink:
+                assert error is None, (kind, error)
+                assert inked > 2000 and coloured > 100, (kind, inked, coloured)
+            text = driver.find_element("tag name", "body").text
+            for name in ("ttft-p95-shared", "ttft-p95-unique", "e2e-p99", "errors"):
+                assert name in text
+            assert "FAIL" in text or "PASS" in text
+        driver.get(path.as_uri())
+        open_page(driver, path)
+        assert driver.execute_script("return document.querySelector('.verdict').textContent") == report.verdict.upper()
+        DOCS.mkdir(exist_ok=True)
+        driver.set_window_size(1280, 1500)
+        time.sleep(0.3)
+        driver.save_screenshot(str(DOCS / "html-report.png"))
+        height = driver.execute_script("return document.body.scrollHeight")
+        driver.set_window_size(1280, min(height + 40, 8000))
+        time.sleep(0.3)
+        artifacts = Path(os.environ.get("SLOGATE_ARTIFACTS", ROOT / "test-artifacts"))
+        artifacts.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(artifacts / "html-report-full.png"))
+        open_page(driver, compare)
+        driver.set_window_size(1280, 1500)
+        time.sleep(0.3)
+        driver.save_screenshot(str(artifacts / "html-report-compare.png"))
+    finally:
+        driver.quit()
+    assert math.isfinite(path.stat().st_size) and path.name == HTML_NAME
