@@ -2,7 +2,8 @@
 
 For each profile: launch it, run the same Locust workload (same seed, so the same prompts),
 collect its report, stop it. Then write `comparison.md` (TTFT per class, TPOT, throughput,
-SLO verdict, ratio to the first profile), `comparison.json`, and `ttft.png` (the TTFT
+SLO verdict, ratio to the first profile), `comparison.json`, `comparison.html` (every run's
+figures and charts side by side, self-contained) and `ttft.png` (the TTFT
 percentile curves per profile and class, from the reports' histograms).
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from slogate.slo.html_report import write_html
 from slogate.slo.record import ALL, PREFIX_CLASSES
 from slogate.slo.report import Report
 from slogate.slo.verdict import Outcome
@@ -125,7 +127,8 @@ def write_comparison(reports: dict[str, Report], out_dir: Path) -> dict[str, Pat
     md.write_text(render_markdown(reports))
     js = out_dir / "comparison.json"
     js.write_text(json.dumps({"profiles": list(reports), "rows": comparison_rows(reports)}, indent=2) + "\n")
-    return {"markdown": md, "json": js, "png": plot_ttft(reports, out_dir / "ttft.png")}
+    html = write_html(reports, out_dir / "comparison.html", "slogate compare: " + " vs ".join(reports))
+    return {"markdown": md, "json": js, "html": html, "png": plot_ttft(reports, out_dir / "ttft.png")}
 
 
 def run_comparison(

@@ -44,6 +44,8 @@ def save_baseline(report_path: str | Path, out_path: str | Path) -> Path:
     data, report = _read(report_path)
     if report.verdict == "error":
         raise BaselineError(f"{report_path}: a run that ended in a usage error cannot be a baseline")
+    # A baseline compares whole-run distributions; its time series (MBs for an hour) is not needed.
+    (data.get("measurements") or {}).pop("intervals", None)
     data["baseline"] = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(report_path)}
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)

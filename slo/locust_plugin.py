@@ -42,7 +42,7 @@ from slogate.slo.self_check import MAX_LOOP_LAG_P99_MS
 from slogate.slo.server_metrics import Scraper
 from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NOTIFY_CHOICES, NotifyPolicyError, parse_notify
 from slogate.slo.spec import SloSpec, SloSpecError, load_spec, with_overrides
-from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, goodput_targets, write_export
+from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, goodput_targets, parse_exports
 
 log = logging.getLogger("slogate")
 CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError, ExportError)
@@ -251,19 +251,6 @@ def unreachable_reason(total: ClassMetrics, waited_s: float, limit_s: float) -> 
         f"target unreachable: no request succeeded in {waited_s:.0f} s, {refused} refused or timed out "
         f"(--slo-unreachable-s {limit_s:g})"
     )
-
-
-def parse_exports(value: Any) -> list[tuple[str, str]]:
-    """`--export FORMAT FILE` (argparse gives [FORMAT, FILE]; a config file may give a string)."""
-    if not value:
-        return []
-    parts = value.split() if isinstance(value, str) else [str(v) for v in value]
-    if len(parts) != 2:
-        raise ExportError(f"--export: expected FORMAT FILE, got {' '.join(parts)!r}")
-    fmt, path = parts
-    if fmt not in EXPORT_FORMATS:
-        raise ExportError(f"--export: unknown format {fmt!r} (choose one of {', '.join(EXPORT_FORMATS)})")
-    return [(fmt, path)]
 
 
 def _watch_reachability(gate: Gate, limit_s: float) -> None:
@@ -497,10 +484,5 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     gate.judged = True
     gate.stop_scraper()
     report = gate.snapshot(final=True)
-    publish(report, environment.parsed_options.slo_report_dir, gate.alerts)
-    for fmt, path in gate.exports:
-        try:
-            write_export(report, fmt, path)
-        except OSError as e:  # the verdict stands; the export is one warning line
-            log.warning("slogate: --export %s %s failed: %s", fmt, path, e.strerror or e)
+    publish(report, environment.parsed_options.slo_report_dir, gate.alerts, gate.exports)
     environment.process_exit_code = report.exit_code

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -45,10 +46,16 @@ def alert(report: Report, settings: AlertSettings, report_path: str | None = Non
         )
 
 
-def publish(report: Report, report_dir: str | Path, settings: AlertSettings, out: TextIO = sys.stdout) -> None:
-    """Alert, write every report file, print the Markdown summary."""
+def publish(
+    report: Report,
+    report_dir: str | Path,
+    settings: AlertSettings,
+    exports: Sequence[tuple[str, str]] = (),
+    out: TextIO = sys.stdout,
+) -> None:
+    """Alert, write every report file (and `--export`s), print the Markdown summary."""
     alert(report, settings, str(Path(report_dir) / JSON_NAME))
-    paths = write_reports(report, report_dir)
+    paths = write_reports(report, report_dir, exports)
     out.write("\n" + paths["markdown"].read_text())
     out.write(f"slogate: reports in {report_dir}/\n")
     out.flush()

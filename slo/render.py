@@ -7,6 +7,7 @@ artifact. `exports` adds files in other tools' formats (`vllm-bench`: slo/vllm_e
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from slogate.slo.report import Report
 from slogate.slo.verdict import Outcome
 from slogate.slo.vllm_export import write_export
 
+log = logging.getLogger("slogate")
 JSON_NAME, JUNIT_NAME, MARKDOWN_NAME = "slo-report.json", "slo-junit.xml", "slo-summary.md"
 
 
@@ -42,7 +44,10 @@ def write_reports(
     paths["html"] = write_html(report, d / HTML_NAME)
     paths["hlog"] = write_hlog(report.measurements, d / HLOG_NAME, f"run started {report.run.started_at or '?'}")
     for fmt_name, path in exports:
-        paths[f"export:{fmt_name}"] = write_export(report, fmt_name, path)
+        try:
+            paths[f"export:{fmt_name}"] = write_export(report, fmt_name, path)
+        except OSError as e:  # the verdict stands; a failed export is one warning line
+            log.warning("slogate: --export %s %s failed: %s", fmt_name, path, e.strerror or e)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
         with open(step_summary, "a") as fh:

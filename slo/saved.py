@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ def judge_file(
     alerts: AlertSettings | None = None,
     min_samples: int | None = None,
     warmup_s: float | None = None,
+    exports: Sequence[tuple[str, str]] = (),
 ) -> int:
     """Judge `result` against `slo_file` (and `baseline`), alert, write the reports; the exit code."""
     try:
@@ -106,5 +108,5 @@ def judge_file(
             f"(warm-up excluded then: {recorded_warmup:g} s)"
         )
     report = judge(spec, saved.measurements, run, saved.server, base)
-    publish(report, report_dir, alerts or AlertSettings())
+    publish(report, report_dir, alerts or AlertSettings(), exports)
     return report.exit_code

@@ -150,3 +150,16 @@ def write_export(report: Report, fmt: str, path: str | Path) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(vllm_bench_result(report), indent=2) + "\n")
     return p
+
+
+def parse_exports(value: Any) -> list[tuple[str, str]]:
+    """`--export FORMAT FILE` (argparse gives [FORMAT, FILE]; a config file may give a string)."""
+    if not value:
+        return []
+    parts = value.split() if isinstance(value, str) else [str(v) for v in value]
+    if len(parts) != 2:
+        raise ExportError(f"--export: expected FORMAT FILE, got {' '.join(parts)!r}")
+    fmt, path = parts
+    if fmt not in EXPORT_FORMATS:
+        raise ExportError(f"--export: unknown format {fmt!r} (choose one of {', '.join(EXPORT_FORMATS)})")
+    return [(fmt, path)]

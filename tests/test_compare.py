@@ -35,6 +35,8 @@ def test_table_has_ratios_to_the_first_profile_and_verdicts(tmp_path: Path) -> N
     md = paths["markdown"].read_text()
     assert "| after | shared | 40 | 25.0 |" in md and "before: failed ttft-p95-shared" in md
     assert json.loads(paths["json"].read_text())["profiles"] == ["before", "after"]
+    html = paths["html"].read_text()
+    assert "<script" in html and "before" in html and "after" in html and "ttft-p95-shared" in html
     png = paths["png"]
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
