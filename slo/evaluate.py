@@ -65,10 +65,13 @@ def evaluate(
     run_problems: list[str] | None = None,
     server: dict[str, Any] | None = None,
     saturation: Saturation | None = None,
+    pass_doubts: list[str] | None = None,
 ) -> Evaluation:
     """`run_problems` are facts that make any figure untrustworthy (target unreachable, lost
-    workers, dropped sends); they turn the verdict inconclusive even when an objective failed.
-    `saturation` (the client's own delay) only does so for a failure it could explain."""
+    workers); they turn the verdict inconclusive even when an objective failed. `saturation` (the
+    client's own delay) only does so for a failure it could explain. `pass_doubts` (sends dropped
+    at --max-in-flight: they could only have been slower) leave a failure standing and turn only a
+    pass inconclusive."""
     results = []
     for obj in spec.objectives:
         value, samples = observe(obj, metrics, server)
@@ -80,7 +83,7 @@ def evaluate(
             outcome = Outcome.PASS
         results.append(ObjectiveResult(obj, value, samples, outcome))
 
-    reasons = list(run_problems or [])
+    reasons = [*(run_problems or []), *(pass_doubts or [])]
     doubtful = saturation is not None and any(
         r.result == Outcome.FAIL and _explained_by(r, saturation) for r in results
     )
@@ -101,7 +104,7 @@ def evaluate(
         status = Verdict.INCONCLUSIVE
     elif any(r.result == Outcome.FAIL for r in results):
         status = Verdict.FAIL
-    elif short:
+    elif short or pass_doubts:
         status = Verdict.INCONCLUSIVE
     else:
         status = Verdict.PASS

@@ -33,15 +33,22 @@ def check_classes(spec: SloSpec, available: list[str], source: str) -> None:
         )
 
 
+def dropped_sends(measurements: MetricsStore) -> list[str]:
+    """Open-loop sends dropped at --max-in-flight: they could only have been slower, so they make a
+    pass doubtful, never a failure."""
+    dropped = measurements.get(ALL).dropped
+    if not dropped:
+        return []
+    return [
+        f"{dropped} scheduled requests were dropped: every --max-in-flight slot was busy at their send time "
+        "(raise --max-in-flight, or the server cannot keep up with the arrival rate)"
+    ]
+
+
 def measurement_problems(measurements: MetricsStore) -> list[str]:
     """Facts in the measurements themselves that make any figure doubtful."""
     problems = []
     total = measurements.get(ALL)
-    if total.dropped:
-        problems.append(
-            f"{total.dropped} scheduled requests were dropped: every --max-in-flight slot was busy at their "
-            "send time (raise --max-in-flight, or the server cannot keep up with the arrival rate)"
-        )
     if total.requests and not total.successes and total.errors_by_kind.get(ErrorKind.CONNECT) == total.requests:
         problems.append(f"target unreachable: all {total.requests} requests failed to connect")
     return problems
@@ -93,16 +100,18 @@ def judge(
     """The verdict on a run. Without a spec the run is measured, not gated (`ungated`, exit 0),
     unless something made its figures doubtful (`inconclusive`, exit 3)."""
     problems = [*run.problems, *measurement_problems(measurements)]
+    doubts = dropped_sends(measurements)
     saturation = assess(measurements, run.cpu_warning, run.processes, run.max_client_lag_ms)
     server = with_ttft_gap(server, measurements)
     if spec is None:
+        problems += doubts
         reasons = [*problems, *([saturation.message] if saturation else [])]
         verdict = Verdict.INCONCLUSIVE if problems else Verdict.UNGATED
         return Report(
             verdict, reasons or ["no SLO file: measured, not gated"], run, measurements, server=server,
             saturated=saturation is not None,
         )  # fmt: skip
-    evaluation = evaluate(spec, measurements, problems, server, saturation)
+    evaluation = evaluate(spec, measurements, problems, server, saturation, doubts)
     verdict, reasons = evaluation.status, list(evaluation.reasons)
     regression = None
     if baseline is not None:

@@ -283,3 +283,15 @@ def test_locusts_table_counts_unfinished_and_dropped_requests_apart_not_as_failu
         ("E2E", False),
     ]
     assert all(e["context"]["slogate_record"] for e in fired)  # the gate still gets every record
+
+
+def test_dropped_sends_leave_a_fail_standing_and_make_only_a_pass_inconclusive() -> None:
+    """Overload is not inconclusive: sends dropped at --max-in-flight could only have been slower."""
+    from slogate.slo.record import ErrorKind
+
+    spec = parse_spec(SPEC)
+    for ttft_ms, verdict in ((250, "fail"), (150, "inconclusive")):
+        store = store_with(ttft_ms, 50)
+        store.add(RequestRecord("shared", 150.0, e2e_us=0, error_kind=ErrorKind.DROPPED))
+        report = judge(spec, store, RunInfo())
+        assert report.verdict == verdict and any("1 scheduled requests were dropped" in r for r in report.reasons)
