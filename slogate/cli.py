@@ -5,6 +5,7 @@ slogate run --host URL --slo-file slo.yaml [-- LOCUST ARGS]
 slogate locustfile [chat|open-loop|openai]   # its path, for `locust -f $(slogate locustfile)`
 slogate judge RESULT --slo-file slo.yaml     # a saved report or vllm bench serve result
 slogate serve-local | launch PROFILE [--dry-run]
+slogate validate PROFILE...                  # seed-mistake rules, and any installed vLLM's parser
 slogate model make DIR [--size demo|tiny]
 slogate setup-cpu
 """
@@ -22,12 +23,12 @@ from pathlib import Path
 import slogate.slo
 from slogate.launch import launcher
 from slogate.launch.compare import run_comparison
-from slogate.launch.installation import InstallError, ensure_cpu_vllm
+from slogate.launch.installation import InstallError, ensure_cpu_vllm, find_vllm
 from slogate.launch.locust_command import LOCUSTFILE_DIR, LOCUSTFILES, locust_argv, locustfile_path
 from slogate.launch.model import make_model
-from slogate.launch.profile import ProfileError, load_profile
+from slogate.launch.profile import Profile, ProfileError, load_profile
 from slogate.launch.server import ServerStartError
-from slogate.launch.validate import ProfileInvalid, validate
+from slogate.launch.validate import ProfileInvalid, Verdict, judge_profiles, validate
 from slogate.slo import exitcodes
 from slogate.slo.baseline import BaselineError, save_baseline
 from slogate.slo.judge import usage_error
@@ -88,10 +89,14 @@ def cmd_launch(args: argparse.Namespace) -> int:
     def run() -> int:
         if args.dry_run:
             profile = load_profile(args.profile)
-            vllm = launcher.locate_vllm(profile, install=False)
-            validate(vllm, profile)
-            launch_plan = launcher.plan(profile, vllm, args.host, args.port)
-            print(launch_plan.shell())
+            found = find_vllm()
+            (verdict,) = judge_profiles(found, profile)
+            if not _told(verdict):
+                return exitcodes.USAGE
+            vllm, note = launcher.command_vllm(profile, found)
+            print(launcher.plan(profile, vllm, args.host, args.port).shell(), flush=True)
+            if note:
+                _say(f"note: {note}")
             return 0
         _sigterm_as_interrupt()
         server = launcher.start_profile(
@@ -107,6 +112,43 @@ def cmd_launch(args: argparse.Namespace) -> int:
             return 0
         finally:
             server.stop()
+
+    return _guarded(run)
+
+
+def _told(verdict: Verdict, to_stdout: bool = False) -> bool:
+    """Say a verdict: its warnings, then its error or which rules found it valid (on stdout for
+    `validate`, whose result it is; on stderr for a dry run, whose stdout is the command)."""
+    for warning in verdict.warnings:
+        _say(f"warning: {warning}")
+    for error in verdict.errors:
+        _fail(error, exitcodes.USAGE)
+    if verdict.errors:
+        return False
+    valid = f"{verdict.profile.name}: valid; {verdict.checked_by()}"
+    if to_stdout:
+        print(valid, flush=True)
+    else:
+        _say(valid)
+    return True
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check every profile with every rule this machine has: the seed-mistake rules, then the
+    installed vLLM's parser, whichever build (one start of it for all the profiles)."""
+
+    def run() -> int:
+        profiles: list[Profile] = []
+        ok = True
+        for name in args.profiles:
+            try:
+                profiles.append(load_profile(name))
+            except ProfileError as e:
+                _fail(str(e), exitcodes.USAGE)
+                ok = False
+        for verdict in judge_profiles(find_vllm(), *profiles):
+            ok = _told(verdict, to_stdout=True) and ok
+        return 0 if ok else exitcodes.USAGE
 
     return _guarded(run)
 
@@ -246,6 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--port", type=int, default=8011)
         p.add_argument("--dry-run", action="store_true", help="print the exact command and environment, then exit")
         p.set_defaults(func=cmd_launch, install=install)
+
+    p = sub.add_parser("validate", help="check profiles: seed-mistake rules and any installed vLLM's parser")
+    p.add_argument("profiles", nargs="+", help="built-in profile names or YAML files")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("compare", help="launch each profile in turn, run the same load, compare the reports")
     p.add_argument("profiles", nargs="+", help="two or more profile names or YAML files; the first is the reference")

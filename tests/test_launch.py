@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import slogate.locustfiles
 from slogate.launch import launcher
-from slogate.launch.installation import VllmInstall
+from slogate.launch.installation import InstallError, VllmInstall
 from slogate.launch.locust_command import locust_argv, locustfile_path
 from slogate.launch.profile import ProfileError, load_profile
 from slogate.launch.server import ServerProcess, ServerStartError, free_port, is_healthy
@@ -79,6 +79,40 @@ def test_plan_puts_the_exact_command_together() -> None:
     assert plan.argv[:4] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model"]
     assert plan.argv[-4:] == ["--host", "127.0.0.1", "--port", "9000"]
     assert plan.shell().startswith("HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=2 /venv/bin/python")
+
+
+@pytest.mark.parametrize(
+    ("name", "found", "python", "placeholder"),
+    [
+        ("tuned", VllmInstall(Path("/gpu/bin/python"), "gpu"), "/gpu/bin/python", False),
+        ("tuned", VllmInstall(Path("/cpu/bin/python"), "cpu"), "python", True),
+        ("tuned", None, "python", True),
+        ("cpu-demo", VllmInstall(Path("/cpu/bin/python"), "cpu"), "/cpu/bin/python", False),
+        ("cpu-demo", VllmInstall(Path("/gpu/bin/python"), "gpu"), "{venv}/bin/python", True),
+        ("cpu-demo", None, "{venv}/bin/python", True),
+    ],
+)
+def test_a_dry_run_command_names_the_profiles_build_installed_or_not(
+    name: str, found: VllmInstall | None, python: str, placeholder: bool, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("SLOGATE_VLLM_VENV", str(tmp_path / "venv"))
+    profile = load_profile(name)
+    vllm, note = launcher.command_vllm(profile, found)
+    assert vllm.python == Path(python.format(venv=tmp_path / "venv")) and vllm.build == profile.build
+    assert (note is not None) == placeholder
+    if placeholder:
+        assert note.startswith(f"the {profile.build} build of vLLM is not installed here")
+    argv = launcher.plan(profile, vllm, "127.0.0.1", 9000).argv
+    assert argv[:5] == [str(vllm.python), "-m", "vllm.entrypoints.openai.api_server", "--model", profile.model_path]
+
+
+def test_a_real_launch_still_needs_the_profiles_own_build(monkeypatch) -> None:
+    monkeypatch.setattr(launcher, "find_vllm", lambda: VllmInstall(Path(sys.executable), "cpu"))
+    with pytest.raises(InstallError, match="profile 'tuned' is for the gpu build, but the cpu build is installed"):
+        launcher.locate_vllm(load_profile("tuned"), install=False)
+    monkeypatch.setattr(launcher, "find_vllm", lambda: None)
+    with pytest.raises(InstallError, match=r"vLLM is not installed \(pip install 'slogate\[gpu\]'\)"):
+        launcher.locate_vllm(load_profile("tuned"), install=False)
 
 
 # A stand-in for vLLM's OpenAI server module: answers /health, or exits at once with FAKE_VLLM_EXIT.

@@ -1,14 +1,76 @@
-"""Profiles checked against the seed's known mistakes and the installed vLLM's own parser."""
+"""Profiles checked against the seed's known mistakes and the installed vLLM's own parser, on
+any machine: `slogate validate` and `slogate launch --dry-run` with the other build or no vLLM."""
 
+import json
 import os
+import re
+import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from slogate.launch import launcher, validate
-from slogate.launch.installation import VllmInstall
+from slogate.launch.installation import VllmInstall, find_vllm
 from slogate.launch.profile import load_profile
-from slogate.launch.validate import ProfileInvalid, check_known_mistakes, check_with_vllm, vllm_verdicts
+from slogate.launch.validate import (
+    REMOVED_FLAGS,
+    Judge,
+    ProfileInvalid,
+    Verdict,
+    check_known_mistakes,
+    check_with_vllm,
+    vllm_verdicts,
+)
+
+from slogate import cli
+
+_real_probe = validate.run_probe
+_probed: dict[tuple[str, str], dict] = {}  # (vLLM's python, argv) -> what its parser said
+_about: dict[str, dict] = {}  # vLLM's python -> its version and flags
+
+
+@pytest.fixture(scope="module", autouse=True)
+def each_argv_parsed_once() -> Iterator[None]:
+    """Loading vLLM's parser takes about 10 s on 2 cores: in this module every distinct argument
+    list goes through the real parser once (many in one start), and later asks reuse its answer.
+    `test_validate_judges_several_profiles_with_one_parser_start` uses the real probe alone."""
+
+    def probe(vllm: VllmInstall, argvs: list[list[str]]) -> dict:
+        python = str(vllm.python)
+        todo = [a for a in argvs if (python, json.dumps(a)) not in _probed]
+        if todo or python not in _about:
+            out = _real_probe(vllm, todo)
+            _about[python] = {"version": out["version"], "flags": out["flags"]}
+            _probed.update({(python, json.dumps(a)): r for a, r in zip(todo, out["results"], strict=True)})
+        return {**_about[python], "results": [_probed[(python, json.dumps(a))] for a in argvs]}
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(validate, "run_probe", probe)
+        yield
+
+
+def installed_vllm() -> VllmInstall:
+    found = find_vllm()
+    if found is None:
+        if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
+            pytest.fail("vLLM required but not installed")
+        pytest.skip("vLLM is not installed (`slogate setup-cpu`)")
+    return found
+
+
+@pytest.fixture
+def no_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A machine without vLLM: slogate's home and CPU venv empty, nothing on PATH, and a current
+    interpreter that is not there (so it has no vLLM either)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("SLOGATE_HOME", str(empty))
+    monkeypatch.setenv("SLOGATE_VLLM_VENV", str(empty / "venv-vllm-cpu"))
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(sys, "executable", str(empty / "python"))
+    assert find_vllm() is None
+    return empty
 
 
 @pytest.mark.parametrize(
@@ -80,3 +142,122 @@ def test_check_with_vllm_raises_the_first_rejection(monkeypatch: pytest.MonkeyPa
         check_with_vllm(VllmInstall(Path("python"), "cpu"), load_profile("cpu-demo"))
     monkeypatch.setattr(validate, "vllm_verdicts", lambda vllm, *profiles: ("0.32.0", [None]))
     assert check_with_vllm(VllmInstall(Path("python"), "cpu"), load_profile("cpu-demo")) == "0.32.0"
+
+
+def slogate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], list[str]]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.splitlines()
+
+
+JUDGED_BY = re.compile(
+    r"checked by the seed-mistake rules and the argument parser of vLLM (\d+\.\d+\.\d+\S*), (cpu|gpu) build"
+)
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("name", ["tuned", "baseline", "tuned-awq"])
+def test_dry_run_of_a_gpu_profile_works_with_whichever_vllm_is_here(name: str, capsys) -> None:
+    found = installed_vllm()
+    code, out, err = slogate(capsys, "launch", name, "--dry-run", "--port", "9000")
+    assert code == 0, err
+    profile = load_profile(name)
+    python = str(found.python) if found.build == "gpu" else "python"  # the GPU build's placeholder
+    assert out == [launcher.plan(profile, VllmInstall(Path(python), "gpu"), "127.0.0.1", 9000).shell()]
+    assert f"{python} -m vllm.entrypoints.openai.api_server --model {profile.model} " in out[0]
+    judged = next(line for line in err if line.startswith(f"slogate: {name}: valid; "))
+    match = JUDGED_BY.search(judged)
+    assert match and match.group(2) == found.build, judged
+    if found.build == "cpu":  # the CPU build judged a GPU profile, and says so
+        assert judged.endswith("for a gpu profile: a flag or choice only the gpu build has is a warning, not an error")
+        assert any("note: the gpu build of vLLM is not installed here: `python` in the command" in e for e in err)
+    assert not any(e.startswith(("slogate: warning:", "slogate: error:")) for e in err), err
+
+
+def test_dry_run_without_vllm_checks_the_seed_rules_and_prints_the_command(no_vllm: Path, capsys) -> None:
+    code, out, err = slogate(capsys, "launch", "tuned", "--dry-run")
+    assert code == 0, err
+    assert out[0].startswith("HF_HUB_OFFLINE=0 python -m vllm.entrypoints.openai.api_server --model Qwen/")
+    assert "slogate: tuned: valid; checked by the seed-mistake rules only: no vLLM is installed here, " in err[0]
+    code, out, err = slogate(capsys, "launch", "cpu-demo", "--dry-run")  # the CPU build's own place
+    assert code == 0, err
+    python = no_vllm / "venv-vllm-cpu" / "bin" / "python"
+    assert f"{python} -m vllm.entrypoints.openai.api_server --model {no_vllm}/models/demo " in out[0]
+    assert any("the cpu build of vLLM is not installed here" in e for e in err)
+
+
+@pytest.mark.parametrize("command", ["launch", "validate"])
+@pytest.mark.parametrize("vllm_visible", [True, False])
+@pytest.mark.parametrize("flag", ["backend", "enable-prefix-cache"])
+def test_a_seed_mistake_exits_2_with_its_one_line_message_anywhere(
+    command: str, vllm_visible: bool, flag: str, tmp_path: Path, request: pytest.FixtureRequest, capsys
+) -> None:
+    if vllm_visible:
+        installed_vllm()
+    else:
+        request.getfixturevalue("no_vllm")
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: tuned\nargs: {{{flag}: true}}\n")
+    argv = ["launch", str(path), "--dry-run"] if command == "launch" else ["validate", str(path)]
+    code, out, err = slogate(capsys, *argv)
+    assert (code, out) == (2, [])
+    assert err == [f"slogate: error: {path.resolve()}: field 'args': {REMOVED_FLAGS[flag]}"]
+
+
+@pytest.mark.vllm
+def test_validate_judges_several_profiles_with_one_parser_start(tmp_path: Path, monkeypatch, capsys) -> None:
+    found = installed_vllm()
+    starts: list[int] = []
+
+    def counted(vllm: VllmInstall, argvs: list[list[str]]) -> dict:
+        starts.append(len(argvs))
+        return _real_probe(vllm, argvs)
+
+    monkeypatch.setattr(validate, "run_probe", counted)
+    bad_value = tmp_path / "bad-value.yaml"
+    bad_value.write_text("extends: tuned\nargs: {max-model-len: lots}\n")
+    other = "gpu" if found.build == "cpu" else "cpu"
+    elsewhere = tmp_path / "other-build-flag.yaml"  # a flag the judging build does not know
+    elsewhere.write_text(f"extends: tuned\nbuild: {other}\nargs: {{only-on-the-{other}-build: 1}}\n")
+    seed = tmp_path / "seed.yaml"
+    seed.write_text("extends: tuned\nenv: {VLLM_ATTENTION_BACKEND: FLASH_ATTN}\n")
+    names = ["tuned", "baseline", "tuned-awq", "cpu-demo", str(bad_value), str(elsewhere), str(seed), "no-such"]
+    code, out, err = slogate(capsys, "validate", *names)
+    assert code == 2
+    assert starts == [6]  # one start for every profile without a seed mistake
+    valid = [line.split(":")[0] for line in out]
+    assert valid == ["tuned", "baseline", "tuned-awq", "cpu-demo", "other-build-flag"]
+    assert all(JUDGED_BY.search(line) for line in out), out
+    assert err[0].startswith("slogate: error: no profile named 'no-such'")
+    assert f"slogate: error: {bad_value}: vLLM " in err[1] and "argument --max-model-len" in err[1]
+    assert err[2].startswith(f"slogate: warning: {elsewhere}: field 'args': --only-on-the-{other}-build is not a flag")
+    assert f"({found.build} build), which judged this {other} profile" in err[2]
+    assert err[3].startswith(f"slogate: error: {seed}: field 'env': VLLM_ATTENTION_BACKEND is ignored")
+    assert len(err) == 4
+
+
+def test_across_builds_what_the_judge_does_not_know_is_a_warning_a_wrong_type_an_error() -> None:
+    result = {
+        "unknown": ["--gpu-memory-utilisation", "--only-here"],
+        "errors": [
+            [None, "vllm serve: error: argument --dtype: invalid choice: 'bogus' (choose from 'auto')"],
+            [None, "vllm serve: error: argument --max-model-len: invalid int value: 'lots'"],
+        ],
+    }
+    known = {"--gpu-memory-utilization", "--dtype", "--max-model-len"}
+    judge = Judge("cpu", "0.32.0")
+    gpu = validate._verdict(load_profile("tuned"), judge, result, known)
+    assert gpu.cross_build and not gpu.valid
+    assert gpu.errors == (f"{gpu.profile.source}: vLLM 0.32.0 rejects the arguments: {result['errors'][1][1]}",)
+    assert [w.split(": ", 1)[1] for w in gpu.warnings] == [
+        "field 'args': --gpu-memory-utilisation is not a flag of vLLM 0.32.0 (cpu build), which judged this gpu "
+        "profile: check it where the gpu build is installed; did you mean --gpu-memory-utilization?",
+        "field 'args': --only-here is not a flag of vLLM 0.32.0 (cpu build), which judged this gpu profile: check "
+        "it where the gpu build is installed",
+        f"vLLM 0.32.0 (cpu build) rejects a choice of this gpu profile, which the gpu build may accept: "
+        f"{result['errors'][0][1]}",
+    ]
+    cpu = validate._verdict(load_profile("cpu-demo"), judge, result, known)  # its own build: all errors
+    assert not cpu.cross_build and len(cpu.errors) == 4 and cpu.warnings == ()
+    assert "--gpu-memory-utilisation is not a flag of the installed vLLM 0.32.0; did you mean" in cpu.errors[0]
+    assert Verdict(load_profile("tuned"), None).checked_by().startswith("checked by the seed-mistake rules only")

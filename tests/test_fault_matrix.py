@@ -1,0 +1,94 @@
+"""Every fault kind in one run: the fault server injects a different fault per request and logs
+what it injected; the report must account for every request, exactly, by kind."""
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from slogate.launch import fault_server as fault
+from slogate.slo.record import ErrorKind
+
+# What the server injected -> how the client must count it (None: a success).
+EXPECTED_KIND: dict[str, ErrorKind | None] = {
+    "ok": None,
+    "http_429": ErrorKind.HTTP_429,
+    "http_503": ErrorKind.HTTP_5XX,
+    "http_400": ErrorKind.HTTP_4XX,
+    "closed_before_response": ErrorKind.CONNECT,
+    "cut_mid_stream": ErrorKind.TRUNCATED,  # the connection dropped mid-stream
+    "not_json": ErrorKind.PROTOCOL,  # a data line that is not JSON
+    "error_event": ErrorKind.STREAM_ERROR,  # an SSE error event
+    "no_done": ErrorKind.TRUNCATED,  # a proper end of the body, but no `data: [DONE]`
+    "no_content": ErrorKind.NO_CONTENT,
+    "stall": ErrorKind.TIMEOUT,  # 3 s without a byte, past --request-timeout 1
+}
+TOKENS = 5
+
+
+def test_every_fault_kind_is_named_and_expected() -> None:
+    assert set(EXPECTED_KIND) == set(fault.MIX_ALL)
+    server_made = {k for k in ErrorKind if k not in (ErrorKind.DROPPED, ErrorKind.UNFINISHED)}
+    assert {k for k in EXPECTED_KIND.values() if k} == server_made  # every kind a server can cause
+
+
+def server_rows(log: Path, expected: int, timeout_s: float = 10) -> list[dict]:
+    """The server's log once it has `expected` rows: a stalled request is logged when the stall
+    ends, after the client has given up on it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        if len(rows) >= expected or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.1)
+
+
+def test_one_run_with_every_fault_accounts_for_every_request_by_kind(own_fault_server, locust_run) -> None:
+    url, log = own_fault_server
+    model = f"mix=1,stall_ms=3000,tokens={TOKENS}"
+    run = locust_run(
+        url, "-u", "2", "-r", "2", "-t", "4s", "--stop-timeout", "5", "--request-timeout", "1",
+        "--model", model, "--no-prime-prefixes", "--shared-prefix-tokens", "20", timeout=60,
+    )  # fmt: skip
+    assert run.code == 0, run.stderr[-2000:]  # no SLO file: measured, not gated
+    total = run.report["metrics"]["all"]
+    # --stop-timeout lets every request in flight at the end finish (each ends within the 1 s
+    # timeout): none is unfinished, none dropped, so the server's log has each of them.
+    assert total["unfinished"] == 0 and total["dropped"] == 0
+    rows = server_rows(log, total["requests"])
+    injected = Counter(row["fault"] or "ok" for row in rows)
+    assert len(rows) == total["requests"], (injected, total)
+    assert set(injected) == set(fault.MIX_ALL) and min(injected.values()) >= 2, injected  # each at least twice
+
+    expected = Counter()
+    for name, n in injected.items():
+        if EXPECTED_KIND[name] is not None:
+            expected[str(EXPECTED_KIND[name])] += n
+    assert total["errors_by_kind"] == dict(expected), (injected, total["errors_by_kind"])
+    assert total["failures"] == sum(expected.values())
+    successes = total["requests"] - total["failures"]
+    assert successes == injected["ok"] == sum(r["outcome"] == "ok" for r in rows)
+    assert total["ttft_ms"]["count"] == successes and total["output_tokens"] == TOKENS * successes
+    by_class = [run.report["metrics"][c] for c in ("shared", "unique")]  # the classes add up to the whole
+    assert sum(m["requests"] for m in by_class) == total["requests"]
+    assert sum((Counter(m["errors_by_kind"]) for m in by_class), Counter()) == expected
+    # The server says what it could not finish: never a success, always a connection it closed or
+    # cut (a fault after which the client stops reading may find it gone, or not: either is fine).
+    unfinished_by_server = Counter(r["fault"] or "ok" for r in rows if not r["completed"])
+    assert unfinished_by_server["ok"] == 0, unfinished_by_server
+    for name in ("closed_before_response", "cut_mid_stream"):
+        assert unfinished_by_server[name] == injected[name]
+
+
+def test_mix_cycles_or_draws_seeded() -> None:
+    server = fault.Server(None)
+    names = fault.parse_mix("mix=ok+stall+http_429,tokens=3")
+    assert names == ("ok", "stall", "http_429") and fault.parse_mix("mix=1") == fault.MIX_ALL
+    assert [server.next_fault("a", names, None) for _ in range(4)] == ["ok", "stall", "http_429", "ok"]
+    drawn = [server.next_fault("b", fault.MIX_ALL, 7) for _ in range(50)]
+    again = fault.Server(None)
+    assert drawn == [again.next_fault("b", fault.MIX_ALL, 7) for _ in range(50)] and len(set(drawn)) > 5
+    assert fault.parse_behaviour("mix=1,stall_ms=2000")["stall_ms"] == 2000
+    with pytest.raises(ValueError, match="mix: unknown fault 'http_999'"):
+        fault.parse_mix("mix=ok+http_999")
