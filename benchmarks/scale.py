@@ -17,8 +17,9 @@ Per N: chunks/s (the report's output tokens / its duration, the window from the 
 last end, merged over the workers: one content chunk per token here),
 requests/s, the ratio to N=1 (target >= 0.8 x N at N=8), TTFT p99 of the client and of the
 servers (first content write minus arrival, from their logs), client-added p99 (client p99 minus
-the scripted TTFT, and minus the servers' p99), completed requests vs the servers' completed ones (unfinished apart), and the
-self-check's saturation flag. Prints a Markdown table last; writes `scale.json` (`--json`) to $OUT if set.
+the scripted TTFT, and minus the servers' p99), completed requests vs the servers' completed
+ones (unfinished apart), and the self-check's saturation flag. Prints a Markdown table last;
+writes `scale.json` (`--json`) to $OUT if set.
 """
 
 from __future__ import annotations

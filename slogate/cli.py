@@ -37,6 +37,7 @@ from slogate.slo.render import write_reports
 from slogate.slo.report import Report
 from slogate.slo.saved import judge_file
 from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NotifyPolicyError, parse_notify
+from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, parse_exports
 
 DEMO_CONF = LOCUSTFILE_DIR / "demo.conf"
 DEMO_SLO = Path(slogate.slo.__file__).parent / "defaults" / "demo.yaml"
@@ -220,7 +221,8 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
 def cmd_judge(args: argparse.Namespace) -> int:
     try:
         alerts = AlertSettings(args.slack_channel or None, parse_notify(args.slack_notify), args.slack_timeout_s)
-    except NotifyPolicyError as e:
+        exports = parse_exports(args.export)
+    except (NotifyPolicyError, ExportError) as e:
         write_reports(usage_error(str(e)), args.slo_report_dir)  # a report whatever happens
         return _fail(str(e), exitcodes.USAGE)
     return judge_file(
@@ -231,6 +233,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         alerts=alerts,
         min_samples=args.slo_min_samples,
         warmup_s=args.slo_warmup_s,
+        exports=exports,
     )
 
 
@@ -312,6 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slack-channel", default="", help="channel for SLACK_BOT_TOKEN (a webhook needs none)")
     p.add_argument("--slack-notify", default=DEFAULT_NOTIFY)
     p.add_argument("--slack-timeout-s", type=float, default=DEFAULT_BUDGET_S)
+    p.add_argument(
+        "--export",
+        nargs=2,
+        metavar=("FORMAT", "FILE"),
+        help=f"also write the result in another tool's format ({', '.join(EXPORT_FORMATS)})",
+    )
     p.set_defaults(func=cmd_judge)
 
     p = sub.add_parser("baseline", help="baselines for regression checks (--slo-baseline)")

@@ -16,6 +16,8 @@ from slogate.slo.report import RunInfo
 from slogate.slo.saved import judge_file
 from slogate.slo.spec import load_spec
 
+from slogate.cli import main
+
 DATA = Path(__file__).parent / "data"
 CHAT, COMPLETIONS = DATA / "vllm_bench_chat.json", DATA / "vllm_bench_completions.json"
 
@@ -141,11 +143,22 @@ def test_a_saved_report_against_a_baseline(tmp_path: Path) -> None:
 
 
 def test_the_installed_command(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+    out, exported = tmp_path / "out", tmp_path / "again.json"
     proc = subprocess.run(
         [sys.executable, "-m", "slogate.cli", "judge", str(COMPLETIONS), "--slo-file", ttft_slo(tmp_path, 20),
-         "--slo-report-dir", str(out)],
+         "--slo-report-dir", str(out), "--export", "vllm-bench", str(exported)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == exitcodes.FAIL, proc.stderr
     assert "slogate: FAIL (exit 1)" in proc.stdout and report_of(out)["verdict"] == "fail"
+    source = json.loads(COMPLETIONS.read_text())
+    assert json.loads(exported.read_text())["completed"] == source["completed"]
+
+
+def test_an_unknown_export_format_is_a_usage_error_with_a_report(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code = main(["judge", str(COMPLETIONS), "--slo-file", ttft_slo(tmp_path, 20), "--slo-report-dir", str(out),
+                 "--export", "csv", str(tmp_path / "x.csv")])  # fmt: skip
+    assert code == exitcodes.USAGE
+    assert "unknown format 'csv'" in capsys.readouterr().err
+    assert report_of(out)["exit_code"] == exitcodes.USAGE
