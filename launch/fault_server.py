@@ -18,6 +18,10 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
     bad_json_after=2  send a data line that is not JSON after N content chunks, then go on
     done=0            end the stream (and the HTTP body, properly) without `data: [DONE]`
     usage=0           leave out the usage chunk
+    slots=4           a server of known capacity: at most 4 streams served at once (shared by every
+                      request naming the same `slots`), the others wait in line, first come first
+                      served; with `ttft_ms=T,tokens=K,itl_ms=I` each holds its slot for about
+                      T + (K-1)*I ms, so the capacity is slots / that time, in requests per second
     mix=1             a different fault per request: each of `FAULTS` in turn, with "ok" (no
                       fault) first; `mix=ok+stall+http_429` cycles through those; with seed=N the
                       fault is drawn at random (seeded) instead. The other keys still apply
@@ -118,6 +122,7 @@ class Server:
     def __init__(self, log_path: str | None) -> None:
         self.log = open(log_path, "a") if log_path else None  # noqa: SIM115 (lives as long as the server)
         self.mixes: dict[str, Iterator[str]] = {}  # per model string: the faults still to come
+        self.slots: dict[int, asyncio.Semaphore] = {}  # per `slots=` value: the streams being served
 
     def next_fault(self, model: str, names: tuple[str, ...], seed: float | None) -> str:
         if model not in self.mixes:
@@ -191,7 +196,10 @@ class Server:
                 keep = await self.json_response(writer, int(b["status"]), {"error": {"message": "injected failure"}})
                 state["completed"] = True
                 return keep
-            return await self.stream(writer, b, state)
+            if "slots" not in b:
+                return await self.stream(writer, b, state)
+            async with self.slots.setdefault(int(b["slots"]), asyncio.Semaphore(int(b["slots"]))):
+                return await self.stream(writer, b, state)
         finally:
             if logged:
                 self.record(arrived, digest, **state)

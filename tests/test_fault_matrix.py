@@ -1,8 +1,11 @@
 """Every fault kind in one run: the fault server injects a different fault per request and logs
 what it injected; the report must account for every request, exactly, by kind."""
 
+import concurrent.futures
+import itertools
 import json
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -92,3 +95,26 @@ def test_mix_cycles_or_draws_seeded() -> None:
     assert fault.parse_behaviour("mix=1,stall_ms=2000")["stall_ms"] == 2000
     with pytest.raises(ValueError, match="mix: unknown fault 'http_999'"):
         fault.parse_mix("mix=ok+http_999")
+
+
+def test_slots_serve_at_most_that_many_streams_at_once(tmp_path: Path) -> None:
+    """`slots=1`: three requests sent together are served one after the other, so each first
+    token comes at least one service time (ttft_ms + (tokens-1) * itl_ms) after the previous one."""
+    log = tmp_path / "served.jsonl"
+    proc, url = fault.spawn(log)
+    try:
+        body = json.dumps({"model": "slots=1,ttft_ms=100,tokens=3,itl_ms=25", "stream": True}).encode()
+
+        def post(_: int) -> bytes:
+            req = urllib.request.Request(f"{url}/v1/chat/completions", body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.read()
+
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(post, range(3)))
+        assert all(a.rstrip().endswith(b"data: [DONE]") for a in answers)
+        firsts = sorted(r["first_content_at"] for r in server_rows(log, 3))
+        assert all(later - earlier >= 0.15 for earlier, later in itertools.pairwise(firsts))
+    finally:
+        proc.terminate()
+        proc.wait()
