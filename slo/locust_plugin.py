@@ -377,6 +377,12 @@ def _on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         environment.events.request.add_listener(gate.listener.on_request)
 
 
+def usage_exit(environment: Any, message: str) -> None:
+    """For the locustfiles' own option checks: the same one line, error report and exit 2 as a bad
+    SLO file, before any load is sent."""
+    _usage_error(gate_for(environment), message)
+
+
 def _usage_error(gate: Gate, message: str) -> None:
     """A bad SLO file, baseline or option: one line on stderr, an error report, exit 2 before any
     load is sent."""
