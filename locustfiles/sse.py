@@ -75,10 +75,10 @@ def apply_chat_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
     choices = obj.get("choices")
     if choices:
         delta = choices[0].get("delta")
-        if delta and (
-            delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls")
-        ):
-            timer.token(now)
+        if delta:
+            content = delta.get("content")
+            if content or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"):
+                timer.token(now, content)
     elif "error" in obj:
         err = obj["error"]
         message = err.get("message") if isinstance(err, dict) else err

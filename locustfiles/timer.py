@@ -11,7 +11,18 @@ class StreamTimer:
     All arguments named `now` are `time.perf_counter()` readings.
     """
 
-    __slots__ = ("_first", "_itl", "_last", "_t0", "cached", "completion", "prompt", "request_class", "started_at")
+    __slots__ = (
+        "_first",
+        "_itl",
+        "_last",
+        "_t0",
+        "answer",
+        "cached",
+        "completion",
+        "prompt",
+        "request_class",
+        "started_at",
+    )
 
     def __init__(self, request_class: str, started_at: float, t0: float) -> None:
         self.request_class = request_class
@@ -23,18 +34,27 @@ class StreamTimer:
         self.prompt: int | None = None
         self.completion: int | None = None
         self.cached: int | None = None
+        # The answer's text pieces as streamed, kept only where a later request resends them (a
+        # conversation's next turn): `capture_answer()` turns it on.
+        self.answer: list[str] | None = None
+
+    def capture_answer(self) -> None:
+        self.answer = []
 
     def sent(self, now: float) -> None:
         """Restart the clock as the request leaves, for clients (the openai SDK) that spend
         milliseconds preparing it after the timer was started."""
         self._t0 = now
 
-    def token(self, now: float) -> None:
+    def token(self, now: float, text: str | None = None) -> None:
+        """A token event; `text` is its answer text (content), if any, for `capture_answer`."""
         if self._first is None:
             self._first = now
         else:
             self._itl.append(int((now - self._last) * 1_000_000))
         self._last = now
+        if text and self.answer is not None:
+            self.answer.append(text)
 
     def usage(self, prompt: int | None, completion: int | None, cached: int | None) -> None:
         self.prompt, self.completion, self.cached = prompt, completion, cached

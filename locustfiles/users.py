@@ -22,9 +22,10 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import User, constant, task
 from slogate.locustfiles import options
+from slogate.locustfiles.endpoints import CHAT
 from slogate.locustfiles.rx_timestamps import TimestampedSocket, timestamped_socket
 from slogate.locustfiles.server import TargetError
-from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError, apply_chat_event
+from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError
 from slogate.locustfiles.timer import StreamTimer
 from slogate.locustfiles.workload import Workload
 from slogate.slo import target
@@ -32,7 +33,6 @@ from slogate.slo.listener import report_record
 from slogate.slo.locust_plugin import abort_run, note_workload
 from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
 
-CHAT_PATH = "/v1/chat/completions"
 _user_numbers = itertools.count()
 
 
@@ -94,7 +94,8 @@ class SseChatUser(_ChatUser):
         )
         # Every connection stamps its reads with the kernel's arrival time (rx_timestamps).
         self.http._connection_pool._create_tcp_socket = timestamped_socket
-        self.path = url.path.rstrip("/") + CHAT_PATH
+        self.endpoint = CHAT
+        self.path = url.path.rstrip("/") + self.endpoint.path
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.auth_headers}
 
     def on_stop(self) -> None:
@@ -118,12 +119,13 @@ class SseChatUser(_ChatUser):
                     time.perf_counter(),
                 )
             parser = SseParser()
+            apply_event = self.endpoint.apply_event
             readline = resp.readline
             arrived = _arrival_clock(resp)
             while line := readline(b"\n"):
                 now = arrived()
                 for payload in parser.feed(line):
-                    if apply_chat_event(payload, timer, now):
+                    if apply_event(payload, timer, now):
                         record = timer.finish(now)
                         _drain(resp)
                         return record

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from slogate.locustfiles import server
+from slogate.locustfiles.endpoints import CHAT
 from slogate.locustfiles.words import WORDS
 from slogate.slo.record import SHARED, UNIQUE
 
@@ -101,20 +102,11 @@ class Workload:
 
     def _body(self, system: str, rng: random.Random) -> dict[str, Any]:
         cfg = self.config
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [
-                {"role": "system", "content": system},
-                {"role": "user", "content": self._run_tag() + _text(rng, self._words(cfg.user_message_tokens))},
-            ],
-            "max_tokens": cfg.max_tokens,
-            "temperature": cfg.temperature,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if cfg.ignore_eos:
-            body["ignore_eos"] = True  # vLLM extension: fixed output length for comparable runs
-        return body
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": self._run_tag() + _text(rng, self._words(cfg.user_message_tokens))},
+        ]
+        return CHAT.body(self.model, messages, cfg.max_tokens, cfg.temperature, cfg.ignore_eos)
 
     def next_request(self, rng: random.Random) -> ChatRequest:
         cfg = self.config

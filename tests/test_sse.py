@@ -119,3 +119,19 @@ def test_done_without_content_is_a_no_content_failure() -> None:
     timer, done = feed_all([event(ROLE), event(b"[DONE]")], [0.01, 0.02])
     assert done
     assert timer.finish(0.02).error_kind is ErrorKind.NO_CONTENT
+
+
+def test_a_captured_answer_is_the_content_exactly_as_streamed() -> None:
+    timer = StreamTimer("shared", 0.0, t0=0.0)
+    timer.capture_answer()
+    reasoning = {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]}
+    for i, obj in enumerate([ROLE, reasoning, content(" Hello"), content(",\n wörld "), FINISH, USAGE]):
+        apply_chat_event(json.dumps(obj).encode(), timer, 0.1 * (i + 1))
+    assert "".join(timer.answer or []) == " Hello,\n wörld "
+    assert timer.token_events == 3  # reasoning counts as a token, not as answer text
+
+
+def test_an_answer_is_not_kept_unless_asked_for() -> None:
+    timer = StreamTimer("shared", 0.0, t0=0.0)
+    apply_chat_event(json.dumps(content("x")).encode(), timer, 0.1)
+    assert timer.answer is None
