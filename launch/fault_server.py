@@ -2,22 +2,29 @@
 
 Not a stand-in for vLLM (the end-to-end tests use the real server): it exists to produce what
 vLLM rarely does on demand: HTTP 429/500, a stream cut mid-way, a stall, an error event, and
-a role-only first chunk followed by content after an exact delay.
+a role-only first chunk followed by content after an exact delay. It streams the three
+endpoints slogate can load, each in the shape vLLM 0.32 emits (`StreamFormat`):
+`/v1/chat/completions`, `/v1/completions` and `/v1/responses`; every behaviour and fault below
+applies to each, in that endpoint's own events.
 
 The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttft_ms=150,tokens=5`:
 
     status=500        answer with this HTTP status and a JSON error body
     close=1           close the connection without answering
     ttft_ms=150       delay before the first content chunk
-    role_first=1      send the role-only chunk at once, before the delay
+    role_first=1      send the opening events at once, before the delay: chat's role-only chunk,
+                      an empty completions chunk, responses' output item and content part (its
+                      `response.created` and `response.in_progress` always come at once)
     tokens=5          content chunks to send;  itl_ms=10  the gap between them
-    cut_after=3       close the connection after N content chunks (no [DONE])
+    cut_after=3       close the connection after N content chunks (no end marker)
     stall_after=2     stop sending (keep the connection open) after N content chunks, for
                       stall_ms (default an hour), then go on
-    error_after=2     send an error event after N content chunks, then [DONE]
+    error_after=2     send an error event after N content chunks, then [DONE] (responses: an
+                      `error` event, then the body ends)
     bad_json_after=2  send a data line that is not JSON after N content chunks, then go on
-    done=0            end the stream (and the HTTP body, properly) without `data: [DONE]`
-    usage=0           leave out the usage chunk
+    done=0            end the stream (and the HTTP body, properly) without its end marker:
+                      `data: [DONE]`, or responses' `response.completed`
+    usage=0           leave out the usage (chunk, or `response.usage`)
     slots=4           a server of known capacity: at most 4 streams served at once (shared by every
                       request naming the same `slots`), the others wait in line, first come first
                       served; with `ttft_ms=T,tokens=K,itl_ms=I` each holds its slot for about
@@ -27,13 +34,15 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
                       fault is drawn at random (seeded) instead. The other keys still apply
                       (e.g. `mix=1,stall_ms=2000,tokens=5`).
 
-Run: python -m slogate.launch.fault_server [--port N] [--log FILE]; it prints `PORT <n>` when
-listening (`spawn()` does that and waits for it). Each streamed chat request is logged as one
-JSON line to --log when the server is done with it (the ground truth): when it arrived, when its
-first content chunk was written, `fault` (the fault it injected, by the names of `FAULTS` and
-`http_<status>`, or null), `completed` (the server wrote all it meant to: false after `close`, a
-cut, or a client that went away), `outcome` ("ok": no fault and completed; else the fault, or
-"incomplete"), and a digest of its body that lets a benchmark pair it with the client's own record.
+Run: python -m slogate.launch.fault_server [--port N] [--log FILE] [--log-bodies]; it prints
+`PORT <n>` when listening (`spawn()` does that and waits for it). Each streamed request is logged
+as one JSON line to --log when the server is done with it (the ground truth): when it arrived,
+when its first content chunk was written, `fault` (the fault it injected, by the names of
+`FAULTS` and `http_<status>`, or null), `completed` (the server wrote all it meant to: false after
+`close`, a cut, or a client that went away), `outcome` ("ok": no fault and completed; else the
+fault, or "incomplete"), and a digest of its body that lets a benchmark pair it with the client's
+own record; with --log-bodies also `body`, the request's JSON body as sent, for tests of exactly
+what clients send.
 The tests and the benchmarks both use it.
 """
 
@@ -103,10 +112,12 @@ def parse_mix(model: str) -> tuple[str, ...] | None:
     return None
 
 
-def chunk(obj: dict | str) -> bytes:
+def chunk(obj: dict | str, event: str | None = None) -> bytes:
+    """One SSE event as one HTTP chunk; `event` adds an `event:` line (responses names each)."""
     text = obj if isinstance(obj, str) else json.dumps(obj)
-    data = f"data: {text}\n\n".encode()
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+    data = (f"event: {event}\n" if event else "") + f"data: {text}\n\n"
+    raw = data.encode()
+    return f"{len(raw):x}\r\n".encode() + raw + b"\r\n"
 
 
 def delta(content: str | None = None, role: str | None = None) -> dict:
@@ -118,9 +129,152 @@ def delta(content: str | None = None, role: str | None = None) -> dict:
     return {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
 
 
+ERROR = {"message": "injected stream error", "code": 500}
+
+
+class ChatFormat:
+    """`/v1/chat/completions`: a role-only chunk, content deltas, a finish chunk, usage, `[DONE]`."""
+
+    def opening(self, role_first: bool) -> bytes:
+        return chunk(delta("", role="assistant")) if role_first else b""
+
+    def token(self, text: str) -> bytes:
+        return chunk(delta(text))
+
+    def error(self) -> bytes:
+        return chunk({"error": ERROR})
+
+    def bad_json(self) -> bytes:
+        return chunk('{"choices": [{"index": 0, "delta": {"content": "trunc')
+
+    def finish(self) -> bytes:
+        return chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+
+    def closing(self, tokens: int, usage: bool, done: bool, errored: bool) -> bytes:
+        """What ends the stream (after an error event too, as vLLM does)."""
+        out = self.finish()
+        if usage:
+            out += chunk(
+                {
+                    "choices": [],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens},
+                }
+            )
+        return out + (chunk("[DONE]") if done else b"")
+
+    def whole(self) -> dict:
+        return {"choices": [{"message": {"content": "x"}}]}
+
+
+class CompletionsFormat(ChatFormat):
+    """`/v1/completions`: `text_completion` chunks with `text`, then as chat (no role chunk: an
+    empty-text chunk opens instead, as vLLM sends while a character is incomplete)."""
+
+    def opening(self, role_first: bool) -> bytes:
+        return self.token("") if role_first else b""
+
+    def token(self, text: str) -> bytes:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": None}
+        return chunk({"id": "x", "object": "text_completion", "choices": [choice]})
+
+    def bad_json(self) -> bytes:
+        return chunk('{"choices": [{"index": 0, "text": "trunc')
+
+    def finish(self) -> bytes:
+        return chunk({"choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": "length"}]})
+
+    def whole(self) -> dict:
+        return {"choices": [{"text": "x"}]}
+
+
+class ResponsesFormat:
+    """`/v1/responses`: typed events, each with its `event:` line and a `sequence_number`:
+    `response.created`, `response.in_progress`, `response.output_item.added`,
+    `response.content_part.added`, `response.output_text.delta`s, the `.done` events, and
+    `response.completed` (usage in `response.usage`), the end: vLLM 0.32 sends no `[DONE]`.
+    An error is OpenAI's `error` event, after which the body ends."""
+
+    def __init__(self) -> None:
+        self.sequence = 0
+        self.opened = False  # the output item and its content part
+        self.text = ""
+
+    def event(self, kind: str, **fields: object) -> bytes:
+        obj = {"type": kind, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        return chunk(obj, event=kind)
+
+    def response(self, status: str, usage: dict | None = None) -> dict:
+        return {"id": "resp_x", "object": "response", "model": "x", "status": status, "usage": usage}
+
+    def open_item(self) -> bytes:
+        self.opened = True
+        item = {"id": "msg_x", "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        return self.event("response.output_item.added", output_index=0, item=item) + self.event(
+            "response.content_part.added", item_id="msg_x", output_index=0, content_index=0, part=part
+        )
+
+    def opening(self, role_first: bool) -> bytes:
+        out = self.event("response.created", response=self.response("in_progress"))
+        out += self.event("response.in_progress", response=self.response("in_progress"))
+        return out + (self.open_item() if role_first else b"")
+
+    def token(self, text: str) -> bytes:
+        out = b"" if self.opened else self.open_item()
+        self.text += text
+        return out + self.event(
+            "response.output_text.delta", item_id="msg_x", output_index=0, content_index=0, delta=text, logprobs=[]
+        )
+
+    def error(self) -> bytes:
+        return self.event("error", code="server_error", message=ERROR["message"], param=None)
+
+    def bad_json(self) -> bytes:
+        return chunk('{"type": "response.output_text.delta", "delta": "trunc', event="response.output_text.delta")
+
+    def closing(self, tokens: int, usage: bool, done: bool, errored: bool) -> bytes:
+        if errored:
+            return b""
+        out = b""
+        if self.opened:
+            part = {"type": "output_text", "text": self.text, "annotations": []}
+            item = {"id": "msg_x", "type": "message", "role": "assistant", "status": "completed", "content": [part]}
+            ids = {"item_id": "msg_x", "output_index": 0, "content_index": 0}
+            out += self.event("response.output_text.done", **ids, text=self.text, logprobs=[])
+            out += self.event("response.content_part.done", **ids, part=part)
+            out += self.event("response.output_item.done", output_index=0, item=item)
+        if done:
+            counts = {
+                "input_tokens": 10,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 10 + tokens,
+            }
+            out += self.event("response.completed", response=self.response("completed", counts if usage else None))
+        return out
+
+    def whole(self) -> dict:
+        return {
+            "object": "response",
+            "status": "completed",
+            "output": [{"type": "message", "content": [{"type": "output_text", "text": "x"}]}],
+        }
+
+
+StreamFormat = ChatFormat | ResponsesFormat
+FORMATS: dict[str, type[StreamFormat]] = {
+    "/v1/chat/completions": ChatFormat,
+    "/v1/completions": CompletionsFormat,
+    "/v1/responses": ResponsesFormat,
+}
+
+
 class Server:
-    def __init__(self, log_path: str | None) -> None:
+    def __init__(self, log_path: str | None, log_bodies: bool = False) -> None:
         self.log = open(log_path, "a") if log_path else None  # noqa: SIM115 (lives as long as the server)
+        self.log_bodies = log_bodies
         self.mixes: dict[str, Iterator[str]] = {}  # per model string: the faults still to come
         self.slots: dict[int, asyncio.Semaphore] = {}  # per `slots=` value: the streams being served
 
@@ -167,8 +321,9 @@ class Server:
         req = json.loads(body or b"{}")
         if path == "/tokenize":
             return await self.json_response(writer, 200, {"count": len(req.get("prompt", "").split())})
-        if path != "/v1/chat/completions":
+        if path not in FORMATS:
             return await self.json_response(writer, 404, {"error": "not found"})
+        fmt = FORMATS[path]()
         model = req.get("model", "")
         b = parse_behaviour(model)
         try:
@@ -179,13 +334,20 @@ class Server:
             fault = self.next_fault(model, names, b.get("seed"))
             b.update(FAULTS.get(fault, {}))
         if not req.get("stream") and int(b["status"]) == 200 and not b.get("close"):
-            return await self.json_response(writer, 200, {"choices": [{"message": {"content": "x"}}]})
-        return await self.chat(writer, b, arrived, hashlib.sha1(body).hexdigest()[:16], logged=bool(req.get("stream")))
+            return await self.json_response(writer, 200, fmt.whole())
+        logged = req if req.get("stream") else None
+        return await self.answer(writer, fmt, b, arrived, hashlib.sha1(body).hexdigest()[:16], logged)
 
-    async def chat(
-        self, writer: asyncio.StreamWriter, b: dict[str, float], arrived: float, digest: str, logged: bool
+    async def answer(
+        self,
+        writer: asyncio.StreamWriter,
+        fmt: StreamFormat,
+        b: dict[str, float],
+        arrived: float,
+        digest: str,
+        logged: dict | None,
     ) -> bool:
-        """Answer one chat request as `b` says; log it (streamed ones) whatever happens."""
+        """Answer one request as `b` says; log it (`logged`: the body of a streamed one) whatever happens."""
         state: dict = {"fault": None, "completed": False, "first_content_at": None}
         try:
             if b.get("close"):
@@ -197,23 +359,23 @@ class Server:
                 state["completed"] = True
                 return keep
             if "slots" not in b:
-                return await self.stream(writer, b, state)
+                return await self.stream(writer, fmt, b, state)
             async with self.slots.setdefault(int(b["slots"]), asyncio.Semaphore(int(b["slots"]))):
-                return await self.stream(writer, b, state)
+                return await self.stream(writer, fmt, b, state)
         finally:
-            if logged:
-                self.record(arrived, digest, **state)
+            if logged is not None:
+                self.record(arrived, digest, logged if self.log_bodies else None, **state)
 
-    async def stream(self, writer: asyncio.StreamWriter, b: dict[str, float], state: dict) -> bool:
+    async def stream(self, writer: asyncio.StreamWriter, fmt: StreamFormat, b: dict[str, float], state: dict) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        if b["role_first"]:
-            writer.write(chunk(delta("", role="assistant")))
+        writer.write(fmt.opening(bool(b["role_first"])))
         await writer.drain()
         await asyncio.sleep(b["ttft_ms"] / 1000)
 
         def inject(fault: str) -> None:
             state["fault"] = state["fault"] or fault
 
+        errored = False
         for i in range(int(b["tokens"])):
             if i and b["itl_ms"]:
                 await asyncio.sleep(b["itl_ms"] / 1000)
@@ -225,26 +387,20 @@ class Server:
                 await asyncio.sleep(b["stall_ms"] / 1000)
             if "error_after" in b and i == int(b["error_after"]):
                 inject("error_event")
-                writer.write(chunk({"error": {"message": "injected stream error", "code": 500}}))
+                writer.write(fmt.error())
+                errored = True
                 break
             if "bad_json_after" in b and i == int(b["bad_json_after"]):
                 inject("not_json")
-                writer.write(chunk('{"choices": [{"index": 0, "delta": {"content": "trunc'))
-            writer.write(chunk(delta(f" tok{i}")))
+                writer.write(fmt.bad_json())
+            writer.write(fmt.token(f" tok{i}"))
             await writer.drain()
             if state["first_content_at"] is None:
                 state["first_content_at"] = time.time()
         if state["first_content_at"] is None:
             inject("no_content")
-        writer.write(chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}))
-        if b["usage"]:
-            n = int(b["tokens"])
-            writer.write(
-                chunk({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}})
-            )
-        if b["done"]:
-            writer.write(chunk("[DONE]"))
-        else:
+        writer.write(fmt.closing(int(b["tokens"]), bool(b["usage"]), bool(b["done"]), errored))
+        if not b["done"]:
             inject("no_done")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
@@ -252,7 +408,13 @@ class Server:
         return True
 
     def record(
-        self, arrived: float, digest: str, fault: str | None, completed: bool, first_content_at: float | None
+        self,
+        arrived: float,
+        digest: str,
+        body: dict | None,
+        fault: str | None,
+        completed: bool,
+        first_content_at: float | None,
     ) -> None:
         if self.log:
             outcome = fault or ("ok" if completed else "incomplete")
@@ -264,22 +426,28 @@ class Server:
                 "completed": completed,
                 "digest": digest,
             }
+            if body is not None:
+                row["body"] = body
             self.log.write(json.dumps(row) + "\n")
             self.log.flush()
 
 
-async def main(port: int, log_path: str | None) -> None:
-    server = Server(log_path)
+async def main(port: int, log_path: str | None, log_bodies: bool) -> None:
+    server = Server(log_path, log_bodies)
     srv = await asyncio.start_server(server.handle, "127.0.0.1", port)
     print(f"PORT {srv.sockets[0].getsockname()[1]}", flush=True)
     async with srv:
         await srv.serve_forever()
 
 
-def spawn(log: Path | None = None, prefix: Sequence[str] = ()) -> tuple[subprocess.Popen[str], str]:
+def spawn(
+    log: Path | None = None, prefix: Sequence[str] = (), log_bodies: bool = False
+) -> tuple[subprocess.Popen[str], str]:
     """Start the server in a process of its own (`prefix` e.g. pins it: `taskset -c 1`); returns
     the process and the base URL once it listens. The caller terminates the process."""
     argv = [*prefix, sys.executable, "-m", "slogate.launch.fault_server", *(["--log", str(log)] if log else [])]
+    if log_bodies:
+        argv.append("--log-bodies")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -294,8 +462,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--log")
+    ap.add_argument("--log-bodies", action="store_true", help="log each streamed request's JSON body too")
     a = ap.parse_args()
     try:
-        asyncio.run(main(a.port, a.log))
+        asyncio.run(main(a.port, a.log, a.log_bodies))
     except KeyboardInterrupt:
         sys.exit(0)

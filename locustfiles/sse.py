@@ -1,12 +1,15 @@
-"""The one SSE reader: bytes in, chat-stream facts out.
+"""The one SSE reader: bytes in, stream facts out, for each endpoint's event format.
 
 `SseParser` follows the WHATWG event-stream rules that matter for OpenAI-compatible servers:
 events end at a blank line, several `data:` lines join with a newline, comments (`:`) and other
 fields are ignored, CR LF and LF both end a line. It accepts arbitrary chunks: one line, half an
 event, or many events at once.
 
-`apply_chat_event` maps one event payload onto a `StreamTimer` and is the per-chunk hot path:
-one `json.loads`, a few dict lookups, no allocation it does not need.
+`apply_chat_event`, `apply_completions_event` and `apply_responses_event` each map one event
+payload of their endpoint onto a `StreamTimer` and are the per-chunk hot path: one `json.loads`,
+a few dict lookups, no allocation they do not need. They return True at the stream's end and
+raise `StreamErrorEvent` / `StreamProtocolError`, so every endpoint's failures count by the same
+kinds.
 """
 
 from __future__ import annotations
@@ -68,10 +71,7 @@ def apply_chat_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
     """
     if payload == DONE:
         return True
-    try:
-        obj = json.loads(payload)
-    except ValueError:
-        raise StreamProtocolError(f"event is not JSON: {payload[:80]!r}") from None
+    obj = _loads(payload)
     choices = obj.get("choices")
     if choices:
         delta = choices[0].get("delta")
@@ -80,11 +80,95 @@ def apply_chat_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
             if content or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"):
                 timer.token(now, content)
     elif "error" in obj:
-        err = obj["error"]
-        message = err.get("message") if isinstance(err, dict) else err
-        raise StreamErrorEvent(str(message)[:200])
+        raise _stream_error(obj["error"])
     usage = obj.get("usage")
     if usage:
-        details = usage.get("prompt_tokens_details") or {}
-        timer.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"), details.get("cached_tokens"))
+        _apply_usage(usage, timer)
     return False
+
+
+def apply_completions_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
+    """Apply one `text_completion` chunk of `/v1/completions`; True at `[DONE]`.
+
+    A token event is a choice with non-empty `text`; usage and errors come as in chat.
+    """
+    if payload == DONE:
+        return True
+    obj = _loads(payload)
+    choices = obj.get("choices")
+    if choices:
+        text = choices[0].get("text")
+        if text:
+            timer.token(now, text)
+    elif "error" in obj:
+        raise _stream_error(obj["error"])
+    usage = obj.get("usage")
+    if usage:
+        _apply_usage(usage, timer)
+    return False
+
+
+# Responses events whose non-empty `delta` is a token: the answer text, reasoning, a tool call.
+RESPONSES_OUTPUT_TEXT = "response.output_text.delta"
+RESPONSES_TOKEN_EVENTS = frozenset(
+    {
+        RESPONSES_OUTPUT_TEXT,
+        "response.reasoning_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.function_call_arguments.delta",
+        "response.custom_tool_call_input.delta",
+    }
+)
+# The events that end a responses stream: vLLM 0.32 always ends with `response.completed` (status
+# "incomplete" at max_output_tokens) and sends no `[DONE]`; OpenAI ends a cut-short answer with
+# `response.incomplete`.
+RESPONSES_END_EVENTS = frozenset({"response.completed", "response.incomplete"})
+
+
+def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
+    """Apply one `/v1/responses` stream event (its `type` is in the JSON); True at its end event.
+
+    A token event is one of `RESPONSES_TOKEN_EVENTS` with a non-empty `delta`; `response.created`,
+    `output_item.added`, `content_part.added` and the `.done` events are not. Usage comes with the
+    end event (`response.usage`). An `error` event or `response.failed` is a stream error.
+    """
+    obj = _loads(payload)
+    kind = obj.get("type")
+    if kind in RESPONSES_TOKEN_EVENTS:
+        delta = obj.get("delta")
+        if delta:
+            timer.token(now, delta if kind == RESPONSES_OUTPUT_TEXT else None)
+        return False
+    if kind in RESPONSES_END_EVENTS:
+        usage = (obj.get("response") or {}).get("usage")
+        if usage:
+            details = usage.get("input_tokens_details") or {}
+            timer.usage(usage.get("input_tokens"), usage.get("output_tokens"), details.get("cached_tokens"))
+        return True
+    if kind == "error":
+        raise _stream_error(obj)
+    if kind == "response.failed":
+        raise _stream_error((obj.get("response") or {}).get("error") or "response.failed")
+    if kind is None and "error" in obj:
+        # vLLM's error object, as its chat and completions streams send it; its responses stream
+        # means to send it on a generation error too (0.32 fails to, and cuts the stream instead).
+        raise _stream_error(obj["error"])
+    return False
+
+
+def _loads(payload: bytes) -> dict:
+    try:
+        return json.loads(payload)
+    except ValueError:
+        raise StreamProtocolError(f"event is not JSON: {payload[:80]!r}") from None
+
+
+def _stream_error(err: object) -> StreamErrorEvent:
+    message = err.get("message") if isinstance(err, dict) else err
+    return StreamErrorEvent(str(message)[:200])
+
+
+def _apply_usage(usage: dict, timer: StreamTimer) -> None:
+    """An OpenAI `usage` object (chat and completions streams)."""
+    details = usage.get("prompt_tokens_details") or {}
+    timer.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"), details.get("cached_tokens"))

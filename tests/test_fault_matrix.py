@@ -1,5 +1,6 @@
 """Every fault kind in one run: the fault server injects a different fault per request and logs
-what it injected; the report must account for every request, exactly, by kind."""
+what it injected; the report must account for every request, exactly, by kind. Then the same
+faults on each endpoint, in that endpoint's own event format."""
 
 import concurrent.futures
 import itertools
@@ -11,7 +12,10 @@ from pathlib import Path
 
 import pytest
 from slogate.launch import fault_server as fault
+from slogate.locustfiles.endpoints import ENDPOINTS
 from slogate.slo.record import ErrorKind
+
+from tests.stream_client import stream
 
 # What the server injected -> how the client must count it (None: a success).
 EXPECTED_KIND: dict[str, ErrorKind | None] = {
@@ -118,3 +122,33 @@ def test_slots_serve_at_most_that_many_streams_at_once(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait()
+
+
+@pytest.mark.parametrize("name", sorted(ENDPOINTS))
+def test_every_fault_on_each_endpoint_is_counted_by_kind(name: str, tmp_path: Path) -> None:
+    """Each fault once (`mix=1` cycles through them), on one endpoint: each request counted as the
+    fault it met; the successes with the right TTFT event, usage and answer; and the log's `body`
+    (--log-bodies) is exactly what was sent."""
+    endpoint = ENDPOINTS[name]
+    log = tmp_path / "served.jsonl"
+    proc, url = fault.spawn(log, log_bodies=True)
+    try:
+        model = "mix=1,stall_ms=1500,tokens=3,ttft_ms=30"
+        sent = []
+        for i in range(len(fault.MIX_ALL)):
+            messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"request {i}"}]
+            sent.append(stream(url, endpoint, model, messages, timeout_s=1.0))
+        rows = server_rows(log, len(fault.MIX_ALL))
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert sorted(r["fault"] or "ok" for r in rows) == sorted(fault.MIX_ALL)
+    for row in rows:
+        # each body is unique (`request i`): the row's logged body names the request it was
+        [(record, answer)] = [(record, answer) for body, record, answer in sent if body == row["body"]]
+        injected = row["fault"] or "ok"
+        assert record.error_kind == EXPECTED_KIND[injected], (injected, record.error_message)
+        if injected == "ok":
+            assert record.ttft_us >= 30_000 and len(record.itl_us) == 2  # the opening events did not count
+            assert (record.prompt_tokens, record.completion_tokens) == (10, 3)
+            assert answer == " tok0 tok1 tok2"

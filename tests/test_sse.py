@@ -1,9 +1,16 @@
-"""The SSE reader and the chat-event mapping: framing, TTFT semantics, usage, errors."""
+"""The SSE reader and each endpoint's event mapping: framing, TTFT semantics, usage, errors."""
 
 import json
 
 import pytest
-from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError, apply_chat_event
+from slogate.locustfiles.sse import (
+    SseParser,
+    StreamErrorEvent,
+    StreamProtocolError,
+    apply_chat_event,
+    apply_completions_event,
+    apply_responses_event,
+)
 from slogate.locustfiles.timer import StreamTimer
 from slogate.slo.record import ErrorKind
 
@@ -135,3 +142,118 @@ def test_an_answer_is_not_kept_unless_asked_for() -> None:
     timer = StreamTimer("shared", 0.0, t0=0.0)
     apply_chat_event(json.dumps(content("x")).encode(), timer, 0.1)
     assert timer.answer is None
+
+
+# /v1/completions: `text_completion` chunks; usage and errors as in chat.
+
+
+def text(piece: str) -> dict:
+    return {"object": "text_completion", "choices": [{"index": 0, "text": piece, "finish_reason": None}]}
+
+
+def test_completions_ttft_is_the_first_non_empty_text() -> None:
+    timer = StreamTimer("all", 0.0, t0=0.0)
+    timer.capture_answer()
+    events = [text(""), text(" a"), text(""), text("b"), USAGE]
+    ended = [apply_completions_event(json.dumps(e).encode(), timer, 0.1 * (i + 1)) for i, e in enumerate(events)]
+    assert apply_completions_event(b"[DONE]", timer, 0.6) and not any(ended)
+    rec = timer.finish(0.6)
+    assert rec.ttft_us == 200_000 and rec.itl_us == [200_000]
+    assert "".join(timer.answer or []) == " ab" and (rec.prompt_tokens, rec.cached_tokens) == (12, 8)
+
+
+def test_completions_error_and_non_json_events_raise() -> None:
+    timer = StreamTimer("all", 0.0, t0=0.0)
+    with pytest.raises(StreamErrorEvent, match="injected"):
+        apply_completions_event(b'{"error": {"message": "injected", "code": 500}}', timer, 0.1)
+    with pytest.raises(StreamProtocolError):
+        apply_completions_event(b'{"choices": [{"text": "tr', timer, 0.1)
+
+
+# /v1/responses: typed events, no [DONE]; usage in the end event's `response.usage`.
+
+
+def typed(kind: str, **fields: object) -> bytes:
+    return json.dumps({"type": kind, "sequence_number": 0, **fields}).encode()
+
+
+def completed(kind: str = "response.completed", usage: dict | None = None) -> bytes:
+    return typed(kind, response={"status": "completed", "usage": usage})
+
+
+RESPONSES_USAGE = {"input_tokens": 30, "output_tokens": 2, "input_tokens_details": {"cached_tokens": 16}}
+
+
+def test_responses_ttft_is_the_first_non_empty_delta_and_the_end_is_response_completed() -> None:
+    timer = StreamTimer("all", 0.0, t0=0.0)
+    timer.capture_answer()
+    events = [
+        completed("response.created"),
+        typed("response.output_item.added", item={"type": "message", "content": []}),
+        typed("response.content_part.added", part={"type": "output_text", "text": ""}),
+        typed("response.output_text.delta", delta=""),
+        typed("response.output_text.delta", delta=" Hi"),
+        typed("response.output_text.delta", delta="!"),
+        typed("response.output_text.done", text=" Hi!"),
+    ]
+    assert not any(apply_responses_event(e, timer, 0.1 * (i + 1)) for i, e in enumerate(events))
+    assert apply_responses_event(completed(usage=RESPONSES_USAGE), timer, 0.8)
+    rec = timer.finish(0.8)
+    assert rec.ttft_us == 500_000 and rec.itl_us == [100_000]
+    assert "".join(timer.answer or []) == " Hi!"
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) == (30, 2, 16)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "response.reasoning_text.delta",
+        "response.reasoning_summary_text.delta",
+        "response.function_call_arguments.delta",
+        "response.custom_tool_call_input.delta",
+    ],
+)
+def test_responses_reasoning_and_tool_call_deltas_are_tokens_without_answer_text(kind: str) -> None:
+    timer = StreamTimer("all", 0.0, t0=0.0)
+    timer.capture_answer()
+    apply_responses_event(typed("response.output_item.added", item={"type": "reasoning"}), timer, 0.1)
+    apply_responses_event(typed(kind, delta='{"a"'), timer, 0.2)
+    assert timer.finish(0.3).ttft_us == 200_000 and timer.answer == []
+
+
+def test_responses_incomplete_also_ends_the_stream() -> None:
+    """OpenAI ends an answer cut at max_output_tokens with `response.incomplete`."""
+    timer = StreamTimer("all", 0.0, t0=0.0)
+    apply_responses_event(typed("response.output_text.delta", delta="x"), timer, 0.1)
+    assert apply_responses_event(completed("response.incomplete", RESPONSES_USAGE), timer, 0.2)
+    assert timer.finish(0.2).completion_tokens == 2
+
+
+def test_responses_without_any_delta_is_no_content_and_without_usage_counts_events() -> None:
+    empty = StreamTimer("all", 0.0, t0=0.0)
+    assert apply_responses_event(completed(), empty, 0.1)
+    assert empty.finish(0.1).error_kind is ErrorKind.NO_CONTENT
+    timer = StreamTimer("all", 0.0, t0=0.0)
+    for i in range(3):
+        apply_responses_event(typed("response.output_text.delta", delta="t"), timer, 0.1 * (i + 1))
+    apply_responses_event(completed(), timer, 0.4)
+    assert timer.finish(0.4).completion_tokens == 3
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        typed("error", code="server_error", message="boom", param=None),
+        typed("response.failed", response={"status": "failed", "error": {"code": "server_error", "message": "boom"}}),
+        b'{"error": {"message": "boom", "type": "InternalServerError", "code": 500}}',  # vLLM's error object
+    ],
+    ids=["error", "response.failed", "vllm-error-object"],
+)
+def test_responses_error_events_raise_stream_errors(payload: bytes) -> None:
+    with pytest.raises(StreamErrorEvent, match="boom"):
+        apply_responses_event(payload, StreamTimer("all", 0.0, t0=0.0), 0.1)
+
+
+def test_responses_non_json_is_a_protocol_error() -> None:
+    with pytest.raises(StreamProtocolError):
+        apply_responses_event(b'{"type": "response.output_text.delta", "delta": "tr', StreamTimer("all", 0.0, 0.0), 0.1)
