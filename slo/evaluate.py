@@ -9,7 +9,7 @@ from typing import Any
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.self_check import Saturation
 from slogate.slo.server_metrics import SLO_METRICS as SERVER_FIGURES
-from slogate.slo.spec import Objective, SloSpec
+from slogate.slo.spec import GOODPUT, Objective, SloSpec
 from slogate.slo.verdict import Outcome, Verdict
 
 
@@ -40,6 +40,8 @@ def observe(
         if not server or not server.get("available"):
             return None, 0
         return server.get(SERVER_FIGURES[objective.metric]), server["scrapes"]
+    if objective.metric == GOODPUT:
+        return observe_goodput(objective, metrics)
     cm = metrics.get(objective.request_class)
     if objective.is_latency:
         hist = cm.latency[objective.metric]
@@ -49,14 +51,54 @@ def observe(
     return value, cm.requests
 
 
-def _explained_by(result: ObjectiveResult, saturation: Saturation) -> bool:
+def observe_goodput(objective: Objective, metrics: MetricsStore) -> tuple[float | None, int]:
+    """The fraction of the class's requests that met every limit, over the requests that ended
+    (failures count, never as good; requests in flight at the stop are left out, as vLLM leaves
+    them out: whether they would have met the limits is unknown), and that count. No value when the
+    measurements counted good requests against other limits than the objective's (a saved run
+    judged with a new SLO file): `good` cannot be counted again from histograms."""
+    counted = (metrics.goodput_targets_ms or {}).get(objective.request_class)
+    cm = metrics.get(objective.request_class)
+    samples = cm.requests
+    if counted != dict(objective.limits_ms) or not samples:
+        return None, samples
+    return cm.good / samples, samples
+
+
+def goodput_ceiling(objective: Objective, metrics: MetricsStore, client_delay_ms: float) -> float:
+    """The highest goodput the class could have had had the client added `client_delay_ms` to
+    every latency: a request is certainly not good when it failed, or when one of its figures is
+    over its limit by more than the delay (the histograms tell how many, metric by metric; the
+    largest count is a floor of the requests certainly not good)."""
+    cm = metrics.get(objective.request_class)
+    if not cm.requests:
+        return 1.0
+    over = 0
+    for metric, limit_ms in objective.limits_ms:
+        values, counts = cm.latency[metric].distinct_values_ms()
+        over = max(over, int(counts[values > limit_ms + client_delay_ms].sum()))
+    return 1 - (cm.failures + over) / cm.requests
+
+
+def _explained_by(result: ObjectiveResult, saturation: Saturation, metrics: MetricsStore) -> bool:
     """Could the client's delay alone have caused this failure? A latency that would meet its
-    target without the delay, or a throughput floor a starved client could not reach, yes;
-    errors and server-side figures, no."""
+    target without the delay, a goodput that could meet its floor without it, or a throughput
+    floor a starved client could not reach, yes; errors and server-side figures, no."""
     o = result.objective
     if o.is_latency:
         return (result.observed or 0) - saturation.client_delay_ms <= (o.max or 0)
+    if o.metric == GOODPUT:
+        return goodput_ceiling(o, metrics, saturation.client_delay_ms) >= (o.min or 0)
     return o.metric in ("output_tokens_per_s", "requests_per_s") and o.min is not None
+
+
+def _why_short(r: ObjectiveResult, min_samples: int) -> str:
+    o = r.objective
+    if o.is_server:
+        return f"{o.name} has no server figures (no /metrics)"
+    if o.metric == GOODPUT and r.observed is None and r.samples:
+        return f"{o.name}: no good requests were counted against its limits (they are counted live, per request)"
+    return f"{o.name} has {r.samples} (min_samples {min_samples})"
 
 
 def evaluate(
@@ -85,21 +127,13 @@ def evaluate(
 
     reasons = [*(run_problems or []), *(pass_doubts or [])]
     doubtful = saturation is not None and any(
-        r.result == Outcome.FAIL and _explained_by(r, saturation) for r in results
+        r.result == Outcome.FAIL and _explained_by(r, saturation, metrics) for r in results
     )
     if saturation is not None:
         reasons.append(saturation.message + ("" if doubtful else " (the verdict stands: client delay only adds)"))
     short = [r for r in results if r.result == Outcome.INSUFFICIENT]
     if short:
-        reasons.append(
-            "too few samples: "
-            + ", ".join(
-                f"{r.objective.name} has no server figures (no /metrics)"
-                if r.objective.is_server
-                else f"{r.objective.name} has {r.samples} (min_samples {spec.min_samples})"
-                for r in short
-            )
-        )
+        reasons.append("too few samples: " + ", ".join(_why_short(r, spec.min_samples) for r in short))
     if run_problems or doubtful:
         status = Verdict.INCONCLUSIVE
     elif any(r.result == Outcome.FAIL for r in results):

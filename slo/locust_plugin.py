@@ -6,6 +6,8 @@ Importing this module (a locustfile does `import slogate.slo.locust_plugin`) reg
 - the request listener on every load-generating process;
 - distributed plumbing: workers ship their histograms in `report_to_master` and flush the rest
   at `test_stop`; the master merges and is the only process that judges and writes reports;
+- with `--slo-abort-on-fail`, a watcher that stops the run once an objective fails beyond noise
+  over the last `--slo-window-s` (slo/window.py): a fail, exit 1, the report saying when and why;
 - the verdict in `quitting` (module level, so after Locust's own handlers and its final worker
   reports), which sets the process exit code: 0 pass, 1 fail, 2 usage, 3 inconclusive;
 - credentials in the host URL (`http://user:pass@host`) taken out of it at `init`, at each
@@ -38,17 +40,19 @@ from slogate.slo.record import ALL, ErrorKind
 from slogate.slo.regression import Baseline
 from slogate.slo.render import write_reports
 from slogate.slo.report import Report, RunInfo, public_command, public_url, utc_iso
-from slogate.slo.self_check import MAX_LOOP_LAG_P99_MS
+from slogate.slo.self_check import MAX_LOOP_LAG_P99_MS, assess
 from slogate.slo.server_metrics import Scraper
 from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NOTIFY_CHOICES, NotifyPolicyError, parse_notify
-from slogate.slo.spec import SloSpec, SloSpecError, load_spec, with_overrides
-from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, goodput_targets, parse_exports
+from slogate.slo.spec import SloSpec, SloSpecError, goodput_targets, load_spec, with_overrides
+from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, parse_exports
+from slogate.slo.window import DEFAULT_WINDOW_S, Breach, first_breach, with_breach
 
 log = logging.getLogger("slogate")
 CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError, ExportError)
 BAD_CONFIG = "bad configuration"
 WIRE_KEY = "slogate"
 FLUSH_MESSAGE = "slogate_flush"
+BREACH_CHECK_S = 2.0  # how often --slo-abort-on-fail judges the window
 # The master's goodput targets travel to the workers in Locust's spawn message (which carries every
 # custom option), so workers count good requests without reading the SLO file themselves.
 GOODPUT_OPTION = "slogate_goodput_targets"
@@ -76,6 +80,8 @@ class Gate:
         self.judged = False
         self.scraper: Scraper | None = None
         self.watchdog: Any = None  # the greenlet that stops a run whose target never answers
+        self.breach_watch: Any = None  # --slo-abort-on-fail: the greenlet that judges the window
+        self.breach: Breach | None = None
         self.loop_monitor = LoopLagMonitor(lambda: self.listener.store)
         self.server: dict[str, Any] | None = None
 
@@ -117,6 +123,12 @@ class Gate:
             getattr(opts, "slack_timeout_s", DEFAULT_BUDGET_S),
         )
         self.exports = parse_exports(getattr(opts, "export", None))
+        if getattr(opts, "slo_abort_on_fail", False):
+            window_s = getattr(opts, "slo_window_s", None)
+            if not isinstance(window_s, int | float) or window_s <= 0:
+                raise SloSpecError(f"--slo-window-s: must be > 0, got {window_s!r}")
+            if self.interval_s <= 0:
+                raise SloSpecError("--slo-abort-on-fail judges the time series: --slo-interval-s must be > 0")
 
     @property
     def interval_s(self) -> float:
@@ -232,11 +244,34 @@ def abort_run(environment: Any, reason: str) -> None:
     if reason not in gate.problems:
         gate.problems.append(reason)
         log.error("slogate: %s", reason)
-    runner = environment.runner
+    _stop(gate)
+
+
+def _stop(gate: Gate) -> None:
+    runner = gate.environment.runner
     if runner is not None and not gate.is_worker:
         # In a greenlet of its own: called from a user's greenlet, which quit() kills, it would
         # otherwise die half-way and leave the run going until --run-time.
         gevent.spawn(runner.quit)
+
+
+def _watch_breaches(gate: Gate, window_s: float) -> None:
+    """--slo-abort-on-fail: stop the run (a fail) at the first objective that breaches beyond noise
+    over the last `window_s` seconds."""
+    while gate.spec is not None and gate.started_at is not None:
+        gevent.sleep(BREACH_CHECK_S)
+        metrics, run = gate.metrics(), gate.run_info()
+        saturation = assess(metrics, run.cpu_warning, run.processes, run.max_client_lag_ms)
+        delay = saturation.client_delay_ms if saturation else 0.0
+        breach = first_breach(gate.spec, metrics.intervals, time.time(), gate.started_at, window_s, delay)
+        if breach is not None:
+            gate.breach = breach
+            log.error("slogate: %s", breach.message)
+            if gate.is_master:  # stop, so that every worker's last samples arrive, then quit
+                gevent.spawn(_end_gracefully, gate.environment.runner)
+            else:
+                _stop(gate)
+            return
 
 
 def unreachable_reason(total: ClassMetrics, waited_s: float, limit_s: float) -> str | None:
@@ -346,6 +381,18 @@ def _add_arguments(parser: Any) -> None:
         default=0,
         help="Samples needed per SLO (default: min_samples of the SLO file)",
     )
+    parser.add_argument(
+        "--slo-abort-on-fail",
+        action="store_true",
+        default=False,
+        help="Stop the run (fail, exit 1) once a latency SLO fails beyond noise over the last --slo-window-s",
+    )
+    parser.add_argument(
+        "--slo-window-s",
+        type=float,
+        default=DEFAULT_WINDOW_S,
+        help="Seconds of the sliding window --slo-abort-on-fail judges",
+    )
 
 
 @events.init.add_listener
@@ -414,12 +461,15 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         gevent.spawn_later(gate.run_time_s, _end_gracefully, environment.runner)
         gate.run_time_s = None  # once
     gate.judged = False
+    gate.breach = None
     gate.start_listening()
     if not gate.is_master:
         gate.loop_monitor.start()
     if not gate.is_worker and environment.parsed_options is not None:
         gate.start_scraper()
         gate.watchdog = gevent.spawn(_watch_reachability, gate, environment.parsed_options.slo_unreachable_s)
+        if environment.parsed_options.slo_abort_on_fail and gate.spec is not None:
+            gate.breach_watch = gevent.spawn(_watch_breaches, gate, environment.parsed_options.slo_window_s)
 
 
 @events.reset_stats.add_listener
@@ -441,9 +491,10 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
     gate.stop_scraper()
     gate.loop_monitor.stop()
-    if gate.watchdog is not None:
-        gate.watchdog.kill(block=False)
-        gate.watchdog = None
+    for watcher in (gate.watchdog, gate.breach_watch):
+        if watcher is not None:
+            watcher.kill(block=False)
+    gate.watchdog = gate.breach_watch = None
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.
@@ -490,5 +541,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     gate.judged = True
     gate.stop_scraper()
     report = gate.snapshot(final=True)
+    if gate.breach is not None:
+        report = with_breach(report, gate.breach)
     publish(report, environment.parsed_options.slo_report_dir, gate.alerts, gate.exports)
     environment.process_exit_code = report.exit_code

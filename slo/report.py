@@ -108,6 +108,7 @@ class RunInfo:
     notes: list[str] = field(default_factory=list)  # what a reader must know about the figures
     details: dict[str, Any] = field(default_factory=dict)  # source-specific facts (vllm bench's run fields)
     command: str | None = None  # the command line that ran the load (public_command: no secret in it)
+    aborted: dict[str, Any] | None = None  # --slo-abort-on-fail stopped the run: when and why (slo/window.py)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,6 +119,26 @@ class RunInfo:
         return cls(**{k: v for k, v in d.items() if k in known and v is not None})
 
 
+def goodput_summary(m: MetricsStore) -> dict[str, Any]:
+    """The report's `goodput`: per class the requests that met every per-request limit
+    (`targets_ms`, slo/spec.py `goodput_targets`), their fraction of the requests that ended
+    (failures count, never as good; as the goodput SLO judges it) and `goodput_rps`, good requests per
+    second over the run (vLLM's `request_goodput`). Figures are None without limits."""
+    classes: dict[str, Any] = {}
+    counted = m.goodput_targets_ms is not None
+    for name in m.class_names():
+        cm = m.get(name)
+        total = cm.requests
+        duration = cm.duration_s
+        classes[name] = {
+            "good": cm.good if counted else None,
+            "requests": total,
+            "fraction": round(cm.good / total, 6) if counted and total else None,
+            "goodput_rps": round(cm.good / duration, 6) if counted and duration else None,
+        }
+    return {"targets_ms": m.goodput_targets_ms, "classes": classes}
+
+
 def objective_json(r: ObjectiveResult) -> dict[str, Any]:
     o = r.objective
     return {
@@ -125,7 +146,10 @@ def objective_json(r: ObjectiveResult) -> dict[str, Any]:
         "metric": o.metric,
         "class": o.request_class,
         "percentile": o.percentile,
-        "target": {k: v for k, v in (("max_ms" if o.is_latency else "max", o.max), ("min", o.min)) if v is not None},
+        "target": {
+            **{k: v for k, v in (("max_ms" if o.is_latency else "max", o.max), ("min", o.min)) if v is not None},
+            **({"limits_ms": dict(o.limits_ms)} if o.limits_ms else {}),
+        },
         "objective": o.describe(),
         "observed": None if r.observed is None else round(r.observed, 6),
         "unit": "ms" if o.is_latency else "",
@@ -138,7 +162,7 @@ def objective_from_json(d: dict[str, Any]) -> ObjectiveResult:
     target = d.get("target") or {}
     o = Objective(
         d["name"], d["metric"], d.get("class", ALL), d.get("percentile"), target.get("max_ms", target.get("max")),
-        target.get("min"),
+        target.get("min"), tuple(sorted((target.get("limits_ms") or {}).items())),
     )  # fmt: skip
     return ObjectiveResult(o, d.get("observed"), d.get("samples", 0), Outcome(d["result"]))
 
@@ -184,6 +208,7 @@ class Report:
             "slos": [objective_json(r) for r in self.slos],
             "metrics": self.metrics_summary(),
             "warmup_excluded_requests": m.warmup_excluded,
+            "goodput": goodput_summary(m),
         }
         if self.server is not None:
             out["server"] = dict(self.server)

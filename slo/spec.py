@@ -10,6 +10,8 @@ Grammar (one mapping per objective under `slos:`)::
         class: all             # all | shared | unique (any request class the workload tags)
       - {metric: error_rate, max: 0.01}             # fraction of failed requests
       - {metric: output_tokens_per_s, min: 50}      # also requests_per_s
+      - {metric: goodput, min: 0.95, ttft_ms: 200, tpot_ms: 50}   # fraction of requests meeting
+                                                    # every limit (ttft_ms, tpot_ms, e2e_ms)
       - {metric: prefix_cache_hit_rate, min: 0.5}   # server-side, from /metrics; also kv_cache_usage,
                                                     # num_requests_waiting, num_requests_running, preemptions
     min_samples: 50            # fewer samples for an objective -> inconclusive (exit 3)
@@ -23,6 +25,7 @@ Every error names the file, the entry and the field, on one line.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,10 +49,14 @@ SERVER_METRICS = {
     "preemptions": "preemptions during the run",
 }
 FRACTION_METRICS = ("error_rate", "prefix_cache_hit_rate", "kv_cache_usage")
-METRICS = (*LATENCY_METRICS, *RATE_METRICS, *SERVER_METRICS)
+# Goodput (vLLM's and DistServe's): the fraction of requests that met every per-request limit.
+GOODPUT = "goodput"
+GOODPUT_LIMITS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "e2e_ms": "e2e"}  # field -> the metric it limits
+METRICS = (*LATENCY_METRICS, *RATE_METRICS, GOODPUT, *SERVER_METRICS)
 _TOP_LEVEL_KEYS = {"slos", "min_samples", "warmup_s", "regressions", "regression_action"}
 _LATENCY_KEYS = {"name", "metric", "percentile", "max_ms", "class"}
 _RATE_KEYS = {"name", "metric", "max", "min", "class"}
+_GOODPUT_KEYS = {"name", "metric", "min", "class", *GOODPUT_LIMITS}
 
 
 class SloSpecError(ValueError):
@@ -64,6 +71,8 @@ class Objective:
     percentile: float | None = None
     max: float | None = None  # milliseconds for latency metrics
     min: float | None = None
+    # goodput only: the per-request limits, ((metric, max ms), ...) sorted by metric
+    limits_ms: tuple[tuple[str, float], ...] = ()
 
     @property
     def is_latency(self) -> bool:
@@ -77,6 +86,9 @@ class Objective:
         """Human form, e.g. `p95 ttft[all] <= 200 ms`."""
         if self.is_latency:
             return f"p{self.percentile:g} {self.metric}[{self.request_class}] <= {self.max:g} ms"
+        if self.metric == GOODPUT:
+            limits = ", ".join(f"{metric} <= {ms:g} ms" for metric, ms in self.limits_ms)
+            return f"goodput[{self.request_class}] >= {self.min:g} ({limits})"
         parts = []
         if self.min is not None:
             parts.append(f">= {self.min:g}")
@@ -98,6 +110,31 @@ class SloSpec:
     def classes(self) -> set[str]:
         """Every request class an objective or a regression rule names."""
         return {o.request_class for o in self.objectives} | {r.request_class for r in self.regressions}
+
+
+def goodput_targets(spec: SloSpec | None) -> dict[str, dict[str, float]] | None:
+    """{class: {metric: max ms}}: the per-request limits a request must meet to count as good
+    (`MetricsStore.set_goodput_targets`). The goodput objectives' own limits when the file has
+    any; else, as `vllm bench serve --goodput` would be given them, the latency objectives on
+    TTFT, TPOT and E2E. The strictest where several name the same metric and class; None when
+    there are none."""
+    if spec is None:
+        return None
+    goodput = [o for o in spec.objectives if o.metric == GOODPUT]
+    pairs = (
+        [(o.request_class, metric, ms) for o in goodput for metric, ms in o.limits_ms]
+        if goodput
+        else [
+            (o.request_class, o.metric, float(o.max))
+            for o in spec.objectives
+            if o.metric in GOODPUT_LIMITS.values() and o.max is not None
+        ]
+    )
+    out: dict[str, dict[str, float]] = {}
+    for request_class, metric, ms in pairs:
+        limits = out.setdefault(request_class, {})
+        limits[metric] = min(limits.get(metric, math.inf), ms)
+    return out or None
 
 
 def with_overrides(spec: SloSpec, *, min_samples: int | None = None, warmup_s: float | None = None) -> SloSpec:
@@ -162,7 +199,7 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
     if metric not in METRICS:
         raise SloSpecError(f"{source}: {where}: field 'metric': {metric!r} is not one of {', '.join(METRICS)}")
     latency = metric in LATENCY_METRICS
-    allowed = _LATENCY_KEYS if latency else _RATE_KEYS
+    allowed = _LATENCY_KEYS if latency else _GOODPUT_KEYS if metric == GOODPUT else _RATE_KEYS
     unknown = sorted(set(entry) - allowed)
     if unknown:
         hint = " (latency targets use 'max_ms')" if unknown[0] == "max" and latency else ""
@@ -184,6 +221,8 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
         name = entry.get("name") or f"{metric}-p{pct:g}-{request_class}"
         return Objective(str(name), metric, request_class, percentile=pct, max=max_ms)
 
+    if metric == GOODPUT:
+        return _goodput(entry, where, source, request_class)
     if "max" not in entry and "min" not in entry:
         raise SloSpecError(f"{source}: {where}: field 'max' or 'min': one is required for metric {metric!r}")
     if metric in SERVER_METRICS and request_class != ALL:
@@ -195,6 +234,25 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
         raise SloSpecError(f"{source}: {where}: field 'min': {lo:g} is greater than max {hi:g}")
     name = entry.get("name") or f"{metric}-{request_class}"
     return Objective(str(name), metric, request_class, max=hi, min=lo)
+
+
+def _goodput(entry: dict[str, Any], where: str, source: str, request_class: str) -> Objective:
+    if "min" not in entry:
+        raise SloSpecError(f"{source}: {where}: field 'min': required for metric 'goodput' (e.g. min: 0.95)")
+    lo = _number(entry["min"], source, f"{where}: field 'min'", low=0, high=1)
+    limits = tuple(
+        sorted(
+            (metric, _number(entry[key], source, f"{where}: field {key!r}", low=0, open_low=True))
+            for key, metric in GOODPUT_LIMITS.items()
+            if key in entry
+        )
+    )
+    if not limits:
+        raise SloSpecError(
+            f"{source}: {where}: field 'ttft_ms', 'tpot_ms' or 'e2e_ms': goodput needs at least one per-request limit"
+        )
+    name = entry.get("name") or f"goodput-{request_class}"
+    return Objective(str(name), GOODPUT, request_class, min=lo, limits_ms=limits)
 
 
 def parse_rules(entries: Any, source: str) -> tuple[RegressionRule, ...]:

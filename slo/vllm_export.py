@@ -16,10 +16,11 @@ percentiles and the median are nearest-rank (the top of the sample's 0.1% bucket
 its bucket), the standard deviation is over the bucket values. TTFT is slogate's (the first
 content token, not vLLM's first chunk). `duration` is from the first measured request's start to the
 last one's end, and the throughputs are over it, as in slogate's report. `request_goodput` is the
-rate of successful requests that met every per-request latency target of the SLO file (its `ttft`,
-`tpot` and `e2e` objectives' `max_ms`, as `--goodput ttft:X tpot:Y e2el:Z` would count them), and
-None without an SLO file, as vLLM writes it without `--goodput`. Per-request lists (`ttfts`, ...)
-are not written: slogate keeps histograms, not requests. Slogate's own facts are under `slogate`.
+rate of successful requests that met every per-request limit of the SLO file (its goodput
+objectives' limits, else its `ttft`, `tpot` and `e2e` objectives' `max_ms`: slo/spec.py
+`goodput_targets`, as `--goodput ttft:X tpot:Y e2el:Z` would count them), and None without one,
+as vLLM writes it without `--goodput`. Per-request lists (`ttfts`, ...) are not written: slogate
+keeps histograms, not requests. Slogate's own facts are under `slogate`.
 """
 
 from __future__ import annotations
@@ -34,30 +35,15 @@ from typing import Any
 from slogate.slo.histogram import LatencyHistogram
 from slogate.slo.record import ALL
 from slogate.slo.report import Report
-from slogate.slo.spec import SloSpec
 
 EXPORT_FORMATS = ("vllm-bench",)
 PERCENTILES = (50, 90, 95, 99)
 # slogate's metric -> vLLM's name in its result keys
 METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
-GOODPUT_METRICS = ("ttft", "tpot", "e2e")
 
 
 class ExportError(ValueError):
     """An --export that cannot be honoured; str() is one line."""
-
-
-def goodput_targets(spec: SloSpec | None) -> dict[str, dict[str, float]] | None:
-    """{class: {metric: max ms}} from the SLO file's latency objectives on TTFT, TPOT and E2E
-    (the strictest where several name the same metric and class); None when there are none."""
-    if spec is None:
-        return None
-    out: dict[str, dict[str, float]] = {}
-    for o in spec.objectives:
-        if o.metric in GOODPUT_METRICS and o.max is not None:
-            limits = out.setdefault(o.request_class, {})
-            limits[o.metric] = min(limits.get(o.metric, math.inf), float(o.max))
-    return out or None
 
 
 def _std_ms(h: LatencyHistogram) -> float | None:

@@ -4,6 +4,7 @@ slogate demo                       # everything on this machine: vLLM CPU + demo
 slogate run --host URL --slo-file slo.yaml [-- LOCUST ARGS]
 slogate locustfile [chat|open-loop|openai]   # its path, for `locust -f $(slogate locustfile)`
 slogate judge RESULT --slo-file slo.yaml     # a saved report or vllm bench serve result
+slogate capacity --host URL --slo-file slo.yaml [--min-capacity R] [-- LOCUST ARGS]   # the knee
 slogate serve-local | launch PROFILE [--dry-run]
 slogate validate PROFILE...                  # seed-mistake rules, and any installed vLLM's parser
 slogate model make DIR [--size demo|tiny]
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 import slogate.slo
-from slogate.launch import launcher
+from slogate.launch import capacity, launcher
 from slogate.launch.compare import run_comparison
 from slogate.launch.installation import InstallError, ensure_cpu_vllm, find_vllm
 from slogate.launch.locust_command import LOCUSTFILE_DIR, LOCUSTFILES, locust_argv, locustfile_path
@@ -37,6 +38,7 @@ from slogate.slo.render import write_reports
 from slogate.slo.report import Report
 from slogate.slo.saved import judge_file
 from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NotifyPolicyError, parse_notify
+from slogate.slo.spec import SloSpecError, load_spec
 from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, parse_exports
 
 DEMO_CONF = LOCUSTFILE_DIR / "demo.conf"
@@ -209,6 +211,81 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return _guarded(run)
 
 
+def _capacity_settings(args: argparse.Namespace) -> capacity.SearchSettings:
+    """The search's settings from the options; CapacityInputError (one line) for bad ones."""
+    if bool(args.host) == bool(args.profile):
+        raise capacity.CapacityInputError("give either --host URL or --profile P (repeatable), not both or neither")
+    if not args.slo_file:
+        raise capacity.CapacityInputError("--slo-file: required (the SLOs define the capacity)")
+    if args.min_capacity is not None and not args.min_capacity > 0:
+        raise capacity.CapacityInputError(f"--min-capacity: must be a rate > 0 requests/s, got {args.min_capacity:g}")
+    if not args.warmup_s >= 0:
+        raise capacity.CapacityInputError(f"--warmup-s: must be >= 0, got {args.warmup_s:g}")
+    try:
+        load_spec(args.slo_file)
+    except SloSpecError as e:
+        raise capacity.CapacityInputError(str(e)) from None
+    settings = capacity.SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps)
+    settings.check()
+    return settings
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    """The knee at the SLO against --host, or against each --profile launched in turn."""
+    out = Path(args.out)
+    try:
+        settings = _capacity_settings(args)
+    except capacity.CapacityInputError as e:
+        capacity.write_error(out, str(e))
+        return _fail(str(e), exitcodes.USAGE)
+    config = args.config or DEMO_CONF
+
+    def say_step(step: capacity.Step) -> None:
+        ttft = ", ".join(f"{c} {v:.1f}" for c, v in step.ttft_p95_ms.items() if v is not None)
+        _say(f"{step.rate_rps:g} req/s: {step.verdict}{' (aborted)' if step.aborted else ''}; TTFT p95 ms {ttft}")
+
+    def search(url: str, out_dir: Path) -> capacity.CapacityResult:
+        step = capacity.locust_step(
+            url, slo_file=args.slo_file, warmup_s=args.warmup_s, config=config, locust_args=args.locust_args
+        )
+        return capacity.search(step, settings, out_dir, on_step=say_step)
+
+    def run() -> int:
+        results: dict[str, capacity.CapacityResult] = {}
+        if args.host:
+            results[""] = search(args.host, out)
+        else:
+            try:
+                profiles = [load_profile(name) for name in args.profile]
+                vllm = launcher.locate_vllm(profiles[0], install=True)
+                _say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
+            except (ProfileError, ProfileInvalid) as e:
+                capacity.write_error(out, str(e))
+                raise
+            for profile in profiles:
+                server = launcher.start_profile(
+                    profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
+                ).server
+                try:
+                    results[profile.name] = search(server.url, out / profile.name)
+                finally:
+                    server.stop()
+        for name, result in results.items():
+            paths = capacity.write_capacity(result, out / name, name, args.min_capacity)
+            assert paths["markdown"] is not None
+            print(paths["markdown"].read_text(), flush=True)
+        if len(results) > 1:
+            print(capacity.write_summary(results, out, args.min_capacity).read_text(), flush=True)
+        _say(f"capacity in {out}/ ({capacity.JSON_NAME}, {capacity.MARKDOWN_NAME}, {capacity.PNG_NAME})")
+        return capacity.overall_exit_code(results, args.min_capacity)
+
+    try:
+        return _guarded(run)
+    except capacity.CapacityInputError as e:
+        capacity.write_error(out, str(e))
+        return _fail(str(e), exitcodes.USAGE)
+
+
 def cmd_baseline_save(args: argparse.Namespace) -> int:
     try:
         out = save_baseline(args.report, args.file)
@@ -305,6 +382,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_compare)
 
+    p = sub.add_parser("capacity", help="open-loop rate search for the highest rate with every SLO met (README)")
+    p.add_argument("--host", help="base URL of a running server")
+    p.add_argument("--profile", action="append", help="a profile to launch and search (repeatable)")
+    p.add_argument("--slo-file", help="the SLOs every step is judged on (required)")
+    p.add_argument("--rate-start", type=float, default=1.0, help="requests/s of the first step (default 1)")
+    p.add_argument("--precision", type=float, default=0.1, help="bracket width to stop at, relative (default 0.1)")
+    p.add_argument("--warmup-s", type=float, default=5.0, help="seconds per step not judged (default 5)")
+    p.add_argument("--step-s", type=float, default=30.0, help="seconds measured per step (default 30)")
+    p.add_argument("--max-steps", type=int, default=12, help="steps at most (default 12)")
+    p.add_argument("--min-capacity", type=float, help="exit 1 when the capacity is below this rate (req/s)")
+    p.add_argument("--out", default="slogate-capacity")
+    p.add_argument("--port", type=int, default=8011, help="port for launched profiles")
+    p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
+    p.set_defaults(func=cmd_capacity)
+
     p = sub.add_parser("judge", help="judge a saved slo-report.json or vllm bench serve result (README)")
     p.add_argument("result", help="a slogate slo-report.json or a `vllm bench serve --save-detailed` JSON")
     p.add_argument("--slo-file", required=True)
@@ -343,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Arguments after the first `--` go to Locust unchanged (for `run` and `compare`)."""
+    """Arguments after the first `--` go to Locust unchanged (for `run`, `compare` and `capacity`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     args = build_parser().parse_args(argv[:split])

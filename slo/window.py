@@ -1,0 +1,133 @@
+"""Abort on breach: each latency objective judged over a sliding window while the run goes on.
+
+`--slo-abort-on-fail` (k6's `abortOnFail`) stops a run as soon as an objective fails beyond
+what noise explains, so a failing run (a capacity step past the knee) costs seconds, not its
+whole `--run-time`. A windowed percentile of a few dozen samples swings widely, so the test is
+not "the window's p95 is above the target" but "a one-sided `ABORT_CONFIDENCE` lower confidence
+bound of the window's percentile is above it", distribution-free from binomial order
+statistics: with n samples the k-th smallest, x_(k), is at or below the true p-quantile with
+probability P(Binomial(n, p) >= k); the largest k for which that is >= the confidence gives
+the bound. A bound above the target means even the luckiest plausible truth breaches.
+
+The window is read from the run's time series (slo/intervals.py: per-interval histograms by
+request start), the whole intervals that overlap the last `window_s` seconds. Only metrics the
+time series keeps (TTFT, ITL, E2E) are windowed; every other objective is judged at the end as
+usual. The judge knows nothing of Locust: slo/locust_plugin.py calls `first_breach` and stops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from slogate.slo.histogram import LatencyHistogram
+from slogate.slo.intervals import INTERVAL_METRICS, IntervalSeries, merged
+from slogate.slo.report import Report, utc_iso
+from slogate.slo.spec import Objective, SloSpec
+from slogate.slo.verdict import Verdict
+
+ABORT_CONFIDENCE = 0.99  # one-sided; checked every few seconds, so kept strict
+DEFAULT_WINDOW_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """Why a run was stopped: an objective's windowed percentile wholly above its target."""
+
+    objective: str  # the objective's name
+    describe: str  # its human form, e.g. `p95 ttft[all] <= 200 ms`
+    at: float  # Unix time of the decision
+    after_s: float  # seconds into the run
+    window_s: float
+    samples: int
+    observed_ms: float  # the window's percentile (nearest rank)
+    lower_bound_ms: float  # its ABORT_CONFIDENCE lower confidence bound, above the target
+    client_delay_ms: float = 0.0  # what the load generator's own delay could have added (self-check)
+    confidence: float = ABORT_CONFIDENCE
+
+    @property
+    def message(self) -> str:
+        return (
+            f"aborted after {self.after_s:.0f} s: {self.objective} ({self.describe}) failed over the last "
+            f"{self.window_s:g} s: observed {self.observed_ms:.1f} ms from {self.samples} samples, and its "
+            f"{self.confidence:.0%} lower confidence bound {self.lower_bound_ms:.1f} ms is above the target"
+            + (f" by more than the client's own delay ({self.client_delay_ms:.1f} ms)" if self.client_delay_ms else "")
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {**asdict(self), "at": utc_iso(self.at), "reason": self.message}
+
+
+def lower_bound_rank(n: int, percentile: float, confidence: float = ABORT_CONFIDENCE) -> int:
+    """The largest 1-based rank k with P(Binomial(n, p) >= k) >= confidence, p = percentile / 100:
+    x_(k) is then a one-sided `confidence` lower bound of the p-quantile. 0: n is too small for any."""
+    p = percentile / 100
+    if n <= 0:
+        return 0
+    if p >= 1:
+        return n  # the maximum bounds the 100th percentile from below with certainty
+    i = np.arange(n + 1)
+    log_fact = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, n + 1)))))
+    log_pmf = log_fact[n] - log_fact[i] - log_fact[n - i] + i * math.log(p) + (n - i) * math.log1p(-p)
+    upper_tail = np.cumsum(np.exp(log_pmf)[::-1])[::-1]  # upper_tail[k] = P(X >= k)
+    eligible = np.flatnonzero(upper_tail >= confidence)
+    return int(eligible[-1]) if len(eligible) else 0
+
+
+def value_at_rank_ms(h: LatencyHistogram, rank: int) -> float:
+    """The k-th smallest recorded value (ms, highest equivalent, as percentiles are reported)."""
+    values, counts = h.distinct_values_ms()
+    return float(values[np.searchsorted(np.cumsum(counts), rank, side="left")])
+
+
+def windowed(series: IntervalSeries, metric: str, request_class: str, now: float, window_s: float) -> LatencyHistogram:
+    """The histogram of `metric` for `request_class` over the intervals overlapping (now - window_s, now]."""
+    first, last = series.index(now - window_s), series.index(now)
+    hists = [series.histograms(idx, metric).get(request_class) for idx in range(first, last + 1)]
+    return merged(hists) or LatencyHistogram()
+
+
+def windowed_objectives(spec: SloSpec) -> list[Objective]:
+    """The objectives a window can judge: latency percentiles of metrics the time series keeps."""
+    return [o for o in spec.objectives if o.is_latency and o.metric in INTERVAL_METRICS]
+
+
+def first_breach(
+    spec: SloSpec,
+    series: IntervalSeries,
+    now: float,
+    started_at: float,
+    window_s: float = DEFAULT_WINDOW_S,
+    client_delay_ms: float = 0.0,
+) -> Breach | None:
+    """The first objective whose window, once it holds `min_samples`, breaches beyond noise and
+    beyond `client_delay_ms`, the delay a saturated or starved load generator may have added (a
+    breach it could explain is left to the end-of-run verdict, which makes it inconclusive)."""
+    if not series.enabled:
+        return None
+    for o in windowed_objectives(spec):
+        assert o.percentile is not None and o.max is not None
+        h = windowed(series, o.metric, o.request_class, now, window_s)
+        if h.count < spec.min_samples:
+            continue
+        rank = lower_bound_rank(h.count, o.percentile)
+        if not rank:
+            continue
+        bound = value_at_rank_ms(h, rank)
+        if bound - client_delay_ms > o.max:
+            observed = h.percentile_ms(o.percentile) or bound
+            return Breach(
+                o.name, o.describe(), now, now - started_at, window_s, h.count, observed, bound, client_delay_ms
+            )
+    return None
+
+
+def with_breach(report: Report, breach: Breach) -> Report:
+    """The final report of an aborted run: a fail (exit 1) that says when and why it stopped. A
+    usage error stays one."""
+    report.run.aborted = breach.to_json()
+    report.reasons.insert(0, breach.message)
+    if report.verdict != Verdict.ERROR:
+        report.verdict = Verdict.FAIL
+    return report

@@ -1,0 +1,116 @@
+"""Abort on breach (`--slo-abort-on-fail`): a sliding-window judge that stops a run once an
+objective fails beyond what noise explains."""
+
+import math
+from pathlib import Path
+
+import pytest
+from slogate.slo.judge import judge
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import RequestRecord
+from slogate.slo.report import RunInfo
+from slogate.slo.spec import parse_spec
+from slogate.slo.window import ABORT_CONFIDENCE, first_breach, lower_bound_rank, with_breach
+
+SPEC = parse_spec(
+    {"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}], "min_samples": 20}
+)
+NOW = 10_000.0
+
+
+def tail(n: int, p: float, k: int) -> float:
+    """P(Binomial(n, p) >= k), exactly."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+@pytest.mark.parametrize(("n", "percentile"), [(20, 95), (100, 95), (500, 99), (60, 50), (10, 100)])
+def test_the_lower_bound_rank_is_the_largest_order_statistic_below_the_quantile_with_confidence(
+    n: int, percentile: float
+) -> None:
+    k = lower_bound_rank(n, percentile)
+    p = percentile / 100
+    if k:
+        assert tail(n, p, k) >= ABORT_CONFIDENCE - 1e-12
+    if k < n:
+        assert tail(n, p, k + 1) < ABORT_CONFIDENCE
+
+
+def test_too_few_samples_give_no_bound() -> None:
+    assert lower_bound_rank(1, 95) == 0 and lower_bound_rank(0, 50) == 0
+    assert lower_bound_rank(90, 95) > 0
+
+
+def store_with(ttfts_ms: list[float], start: float = NOW - 20) -> MetricsStore:
+    store = MetricsStore(interval_s=5)
+    for i, ttft in enumerate(ttfts_ms):
+        t = start + i * (19.0 / len(ttfts_ms))
+        store.add(RequestRecord("shared", t, e2e_us=int(ttft * 1000) + 1000, ttft_us=int(ttft * 1000)))
+    return store
+
+
+def test_a_window_wholly_above_the_target_is_a_breach() -> None:
+    breach = first_breach(SPEC, store_with([400.0] * 60).intervals, NOW, started_at=NOW - 25, window_s=30)
+    assert breach is not None and breach.objective == "ttft-p95" and breach.samples == 60
+    assert breach.lower_bound_ms > 200 and breach.observed_ms == pytest.approx(400, rel=0.002)
+    assert "aborted after 25 s: ttft-p95" in breach.message and "last 30 s" in breach.message
+
+
+def test_an_observed_breach_that_noise_explains_is_not_one() -> None:
+    # p95 of these 40 is 260 ms (3 of 40 above the target), but 95% of a true distribution
+    # could still be under 200 ms: the bound is below the target; the end-of-run gate judges it.
+    ttfts = [100.0] * 37 + [260.0] * 3
+    assert store_with(ttfts).get("all").latency["ttft"].percentile_ms(95) > 200
+    assert first_breach(SPEC, store_with(ttfts).intervals, NOW, NOW - 25, 30) is None
+
+
+def test_a_breach_the_clients_own_delay_could_explain_does_not_stop_the_run() -> None:
+    series = store_with([400.0] * 60).intervals
+    assert first_breach(SPEC, series, NOW, NOW - 25, 30, client_delay_ms=250) is None
+    breach = first_breach(SPEC, series, NOW, NOW - 25, 30, client_delay_ms=50)
+    assert breach is not None and "by more than the client's own delay (50.0 ms)" in breach.message
+
+
+def test_the_window_needs_min_samples_and_forgets_what_is_older() -> None:
+    assert first_breach(SPEC, store_with([400.0] * 19).intervals, NOW, NOW - 25, 30) is None
+    old = store_with([400.0] * 60, start=NOW - 100)  # all of it more than a window ago
+    assert first_breach(SPEC, old.intervals, NOW, NOW - 120, 30) is None
+
+
+def test_an_aborted_run_fails_and_says_when_and_why() -> None:
+    store = store_with([400.0] * 60)
+    breach = first_breach(SPEC, store.intervals, NOW, NOW - 25, 30)
+    assert breach is not None
+    report = with_breach(judge(SPEC, store, RunInfo()), breach)
+    assert report.verdict == "fail" and report.exit_code == 1
+    assert report.reasons[0].startswith("aborted after 25 s")
+    assert report.to_json()["run"]["aborted"]["objective"] == "ttft-p95"
+
+
+@pytest.mark.parametrize("users", [["-u", "1"], ["--processes", "2", "-u", "2", "-r", "2"]], ids=["local", "master"])
+def test_a_run_past_its_slo_stops_early_with_exit_1(
+    own_fault_server, locust_run, tmp_path: Path, users: list[str]
+) -> None:
+    url, _ = own_fault_server
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 100}\nmin_samples: 10\n")
+    run = locust_run(
+        url, *users, "-t", "60s", "--slo-file", str(slo), "--slo-abort-on-fail", "--slo-window-s", "5",
+        "--slo-interval-s", "1", "--arrival-rate", "10", "--model", "ttft_ms=300,tokens=2",
+        "--shared-prefix-tokens", "20", locustfile="open-loop", timeout=90,
+    )  # fmt: skip
+    report = run.report
+    assert run.code == 1 and report["verdict"] == "fail", run.stderr[-2000:]
+    assert report["run"]["workers_complete"] == report["run"]["workers"]  # a master stops gracefully
+    assert report["run"]["aborted"]["objective"] == "ttft-p95"
+    assert report["run"]["duration_s"] < 30  # stopped long before its 60 s
+    assert report["reasons"][0].startswith("aborted after")
+    assert "aborted after" in run.stderr
+
+
+def test_bad_window_is_a_usage_error(own_fault_server, locust_run, tmp_path: Path) -> None:
+    url, _ = own_fault_server
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 100}\n")
+    run = locust_run(url, "-t", "5s", "--slo-file", str(slo), "--slo-abort-on-fail", "--slo-window-s", "0")
+    assert run.code == 2 and "--slo-window-s: must be > 0" in run.stderr
+    assert run.report["verdict"] == "error"

@@ -1,0 +1,165 @@
+"""`slogate capacity`: the rate search for the knee at the SLO, its reports and its exit codes."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from slogate.launch.capacity import (
+    CapacityInputError,
+    SearchSettings,
+    overall_exit_code,
+    search,
+    write_capacity,
+    write_summary,
+)
+from slogate.slo import exitcodes
+from slogate.slo.judge import judge, usage_error
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import RequestRecord
+from slogate.slo.report import Report, RunInfo
+from slogate.slo.spec import parse_spec
+
+from slogate.cli import main
+
+SPEC = parse_spec(
+    {"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}], "min_samples": 10}
+)
+
+
+def report_at(ttft_ms: float, samples: int = 40) -> Report:
+    store = MetricsStore()
+    for i in range(samples):
+        store.add(
+            RequestRecord("shared", 100.0 + i / 10, e2e_us=int(ttft_ms * 1000) + 5000, ttft_us=int(ttft_ms * 1000))
+        )
+    return judge(SPEC, store, RunInfo())
+
+
+class FakeServer:
+    """Meets the SLO up to `knee` req/s; `thin` rates give too few samples (inconclusive)."""
+
+    def __init__(self, knee: float, thin: tuple[float, ...] = ()) -> None:
+        self.knee, self.thin = knee, thin
+        self.calls: list[tuple[float, float]] = []
+
+    def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
+        self.calls.append((rate, step_s))
+        return report_at(100 if rate <= self.knee else 400, samples=5 if rate in self.thin else 40)
+
+
+@pytest.mark.parametrize(("knee", "start"), [(20.0, 1.0), (20.0, 6.0), (3.3, 50.0), (1000.0, 7.0)])
+def test_the_search_brackets_the_knee_within_the_precision(knee: float, start: float, tmp_path: Path) -> None:
+    server = FakeServer(knee)
+    result = search(server, SearchSettings(rate_start=start, precision=0.1, step_s=4, max_steps=20), tmp_path)
+    assert result.decided and result.exit_code() == exitcodes.PASS
+    assert result.capacity_rps is not None and result.first_failing_rps is not None
+    assert result.capacity_rps <= knee < result.first_failing_rps <= result.capacity_rps * 1.1
+    assert [s.rate_rps for s in result.steps] == [rate for rate, _ in server.calls]  # every step once
+    assert result.ttft_targets_ms == {"all": 200.0}
+
+
+def test_an_inconclusive_step_is_run_again_longer_once_then_the_search_stops_undecided(tmp_path: Path) -> None:
+    server = FakeServer(20.0, thin=(8.0,))
+    result = search(server, SearchSettings(rate_start=2, step_s=4), tmp_path)
+    assert server.calls[-2:] == [(8.0, 4), (8.0, 8)]
+    last = result.steps[-1]
+    assert last.verdict == "inconclusive" and last.attempts == 2 and last.step_s == 8
+    assert not result.decided and result.capacity_rps == 4.0
+    assert "inconclusive twice" in result.stopped_because and "too few samples" in result.stopped_because
+    assert result.exit_code() == exitcodes.INCONCLUSIVE
+    assert result.exit_code(min_capacity=3) == exitcodes.PASS  # 4 req/s passed: met whatever the rest
+    assert result.exit_code(min_capacity=10) == exitcodes.INCONCLUSIVE
+
+
+def test_min_capacity_gates_on_the_rate_found(tmp_path: Path) -> None:
+    result = search(FakeServer(20.0), SearchSettings(rate_start=5, step_s=4), tmp_path)
+    assert result.exit_code(min_capacity=18) == exitcodes.PASS
+    assert result.exit_code(min_capacity=21) == exitcodes.FAIL
+    assert result.exit_code(min_capacity=100) == exitcodes.FAIL
+
+
+def test_a_step_that_is_a_usage_error_stops_the_search(tmp_path: Path) -> None:
+    def bad(rate: float, step_s: float, report_dir: Path) -> Report:
+        return usage_error("--arrival-process must be one of constant, poisson, gamma")
+
+    with pytest.raises(CapacityInputError, match="could not be judged: --arrival-process"):
+        search(bad, SearchSettings(), tmp_path)
+
+
+def test_the_reports_have_every_step(tmp_path: Path) -> None:
+    result = search(FakeServer(20.0), SearchSettings(rate_start=5, step_s=4), tmp_path)
+    paths = write_capacity(result, tmp_path / "out", min_capacity=25)
+    data = json.loads(paths["json"].read_text())
+    assert data["capacity_rps"] == result.capacity_rps and data["exit_code"] == exitcodes.FAIL
+    assert len(data["steps"]) == len(result.steps) and data["steps"][0]["verdict"] == "pass"
+    assert data["steps"][0]["ttft_p95_ms"]["shared"] == pytest.approx(100, rel=0.002)
+    assert set(data["steps"][0]) >= {"goodput_rps", "goodput_fraction", "server", "aborted", "wall_s"}
+    md = paths["markdown"].read_text()
+    assert f"**Capacity: {result.capacity_rps:.3f} req/s**" in md and "NOT met (exit 1)" in md
+    png = paths["png"]
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_several_profiles_get_one_summary_and_the_worst_exit_code(tmp_path: Path) -> None:
+    settings = SearchSettings(rate_start=5, step_s=4)
+    results = {
+        "baseline": search(FakeServer(10.0), settings, tmp_path / "baseline"),
+        "tuned": search(FakeServer(48.0), settings, tmp_path / "tuned"),
+    }
+    assert overall_exit_code(results, min_capacity=None) == exitcodes.PASS
+    assert overall_exit_code(results, min_capacity=40) == exitcodes.FAIL  # baseline is below
+    assert overall_exit_code(results, min_capacity=9) == exitcodes.PASS
+    md = write_summary(results, tmp_path, min_capacity=40).read_text()
+    assert "| baseline | " in md and "| tuned | " in md
+    data = json.loads((tmp_path / "capacity.json").read_text())
+    assert data["exit_code"] == exitcodes.FAIL and set(data["profiles"]) == {"baseline", "tuned"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate-start", "0"], "--rate-start: must be a rate > 0"),
+        (["--precision", "2"], "--precision: must be in (0, 1)"),
+        (["--min-capacity", "-1"], "--min-capacity: must be a rate > 0"),
+        (["--no-slo"], "--slo-file: required"),
+        (["--profile", "cpu-tiny"], "either --host URL or --profile P"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_a_written_report(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
+    base = ["capacity", "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "out")]
+    base += [] if "--no-slo" in args else ["--slo-file", str(slo)]
+    code = main([*base, *(a for a in args if a != "--no-slo")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exitcodes.USAGE and len(err) == 1 and message in err[0]
+    written = json.loads((tmp_path / "out" / "capacity.json").read_text())
+    assert written["exit_code"] == exitcodes.USAGE and message in written["error"]
+
+
+def test_finds_the_fault_servers_known_knee_and_gates_on_it(own_fault_server, tmp_path: Path) -> None:
+    """4 slots, each request holding one for 100 + 4 x 25 = 200 ms: 20 req/s. Constant arrivals
+    keep the queue empty below it; above it the queue, and TTFT, grow with every second."""
+    url, _ = own_fault_server
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 160}\nmin_samples: 10\n")
+    out = tmp_path / "cap"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "slogate.cli", "capacity", "--host", url, "--slo-file", str(slo),
+            "--rate-start", "6", "--warmup-s", "1", "--step-s", "4", "--min-capacity", "25", "--out", str(out),
+            "--", "--model", "slots=4,ttft_ms=100,tokens=5,itl_ms=25", "--shared-prefix-tokens", "20",
+            "--arrival-process", "constant",
+        ],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    data = json.loads((out / "capacity.json").read_text())
+    assert data["decided"], proc.stderr[-3000:]
+    assert 18 <= data["capacity_rps"] <= 22 and data["capacity_rps"] < data["first_failing_rps"]
+    assert proc.returncode == exitcodes.FAIL  # 25 req/s asked: not met
+    assert any(s["aborted"] for s in data["steps"] if s["verdict"] == "fail")
+    assert (out / "capacity.md").exists() and (out / "step-01-6rps" / "slo-report.json").exists()

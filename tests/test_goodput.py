@@ -1,0 +1,149 @@
+"""Goodput (vLLM's and DistServe's): the fraction of requests that met every per-request limit,
+as an SLO with its own limits, judged, and in every report."""
+
+import json
+from pathlib import Path
+
+import pytest
+from slogate.slo.evaluate import evaluate
+from slogate.slo.judge import judge
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import ALL, ErrorKind, RequestRecord
+from slogate.slo.render import write_reports
+from slogate.slo.report import Report, RunInfo
+from slogate.slo.self_check import Saturation
+from slogate.slo.spec import SloSpecError, goodput_targets, parse_spec
+
+
+def spec(*objectives: dict, min_samples: int = 10):
+    return parse_spec({"slos": list(objectives), "min_samples": min_samples})
+
+
+GOODPUT = {"metric": "goodput", "min": 0.9, "ttft_ms": 200, "tpot_ms": 50, "class": "shared"}
+
+
+def store_for(targets: dict | None, fast: int, slow_ttft: int, slow_tpot: int, failed: int = 0) -> MetricsStore:
+    """`fast` shared requests within every limit, others slow in TTFT or TPOT, some failed; and 10
+    unique requests, slow in TTFT, that no shared limit applies to."""
+    store = MetricsStore()
+    store.set_goodput_targets(targets)
+    t = 1000.0
+
+    def add(cls: str, ttft_ms: int, tpot_ms: int, error: ErrorKind | None = None) -> None:
+        nonlocal t
+        t += 0.1
+        e2e = (ttft_ms + 4 * tpot_ms) * 1000
+        store.add(
+            RequestRecord(
+                cls, t, e2e_us=e2e, ttft_us=ttft_ms * 1000, itl_us=[tpot_ms * 1000] * 4,
+                completion_tokens=5, error_kind=error,
+            )
+        )  # fmt: skip
+
+    for _ in range(fast):
+        add("shared", 100, 20)
+    for _ in range(slow_ttft):
+        add("shared", 300, 20)
+    for _ in range(slow_tpot):
+        add("shared", 100, 80)
+    for _ in range(failed):
+        add("shared", 100, 20, ErrorKind.HTTP_5XX)
+    for _ in range(10):
+        add("unique", 900, 20)
+    return store
+
+
+def test_a_goodput_objective_parses_with_its_limits_and_describes_itself() -> None:
+    (o,) = spec(GOODPUT).objectives
+    assert o.name == "goodput-shared" and o.min == 0.9
+    assert o.limits_ms == (("tpot", 50.0), ("ttft", 200.0))
+    assert o.describe() == "goodput[shared] >= 0.9 (tpot <= 50 ms, ttft <= 200 ms)"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"metric": "goodput", "ttft_ms": 200}, "field 'min': required for metric 'goodput'"),
+        ({"metric": "goodput", "min": 0.9}, "goodput needs at least one per-request limit"),
+        ({"metric": "goodput", "min": 1.5, "ttft_ms": 200}, "field 'min': must be <= 1"),
+        ({"metric": "goodput", "min": 0.9, "ttft_ms": 0}, "field 'ttft_ms': must be > 0"),
+        ({"metric": "goodput", "min": 0.9, "itl_ms": 20}, "unknown field 'itl_ms'"),
+    ],
+)
+def test_bad_goodput_objectives_are_one_line_naming_the_field(entry: dict, message: str) -> None:
+    with pytest.raises(SloSpecError, match=message):
+        spec(entry)
+
+
+def test_goodput_limits_are_the_one_source_of_the_targets_when_present() -> None:
+    latency = {"metric": "ttft", "percentile": 95, "max_ms": 500}
+    assert goodput_targets(spec(latency)) == {ALL: {"ttft": 500.0}}  # without goodput: as vLLM's --goodput
+    both = spec(latency, GOODPUT, {**GOODPUT, "name": "strict", "ttft_ms": 150})
+    assert goodput_targets(both) == {"shared": {"ttft": 150.0, "tpot": 50.0}}
+
+
+def test_goodput_is_judged_as_the_fraction_of_requests_meeting_every_limit(tmp_path: Path) -> None:
+    s = spec(GOODPUT)
+    # 18 good of 20 shared (one slow TTFT, one slow TPOT): 0.9, met; failures count as not good.
+    passing = judge(s, store_for(goodput_targets(s), 18, 1, 1), RunInfo())
+    assert passing.verdict == "pass" and passing.slos[0].observed == pytest.approx(0.9)
+    assert passing.slos[0].samples == 20
+    failing = judge(s, store_for(goodput_targets(s), 17, 1, 1, failed=1), RunInfo())
+    assert failing.verdict == "fail" and failing.slos[0].observed == pytest.approx(17 / 20)
+
+    data = json.loads(write_reports(failing, tmp_path)["json"].read_text())
+    shared = data["goodput"]["classes"]["shared"]
+    assert shared["good"] == 17 and shared["requests"] == 20 and shared["fraction"] == pytest.approx(0.85)
+    assert shared["goodput_rps"] == pytest.approx(17 / failing.measurements.get("shared").duration_s, rel=1e-3)
+    assert data["goodput"]["classes"]["unique"]["good"] == 10  # no limit applies to them
+    assert data["slos"][0]["target"] == {"min": 0.9, "limits_ms": {"tpot": 50.0, "ttft": 200.0}}
+    again = Report.from_json(data)
+    assert again.slos[0].objective == failing.slos[0].objective
+    assert "goodput[shared] >= 0.9" in (tmp_path / "slo-summary.md").read_text()
+
+
+def test_a_goodput_fail_stands_unless_the_clients_delay_could_explain_it() -> None:
+    s = spec(GOODPUT)
+    store = store_for(goodput_targets(s), 16, 3, 0, failed=1)  # 16 of 20 good: 0.8 < 0.9
+    # 50 ms of client delay cannot bring a 300 ms TTFT under 200 ms: 4 of 20 certainly not good.
+    assert evaluate(s, store, saturation=Saturation("saturated", client_delay_ms=50)).status == "fail"
+    # 150 ms could: then only the failure is certainly not good, and 0.95 would meet the floor.
+    assert evaluate(s, store, saturation=Saturation("saturated", client_delay_ms=150)).status == "inconclusive"
+
+
+def test_goodput_counted_against_other_limits_is_not_judged() -> None:
+    """A saved run judged with a new goodput limit: `good` cannot be counted again from histograms."""
+    s = spec(GOODPUT)
+    report = judge(s, store_for({"shared": {"ttft": 999.0}}, 20, 0, 0), RunInfo())
+    assert report.verdict == "inconclusive" and report.slos[0].result == "insufficient_data"
+    assert "no good requests were counted against its limits" in report.reasons[0]
+
+
+def test_every_report_has_goodput_rps_none_without_limits(tmp_path: Path) -> None:
+    report = judge(None, store_for(None, 5, 0, 0), RunInfo())
+    data = json.loads(write_reports(report, tmp_path)["json"].read_text())
+    assert data["goodput"]["targets_ms"] is None
+    assert data["goodput"]["classes"][ALL] == {"good": None, "requests": 15, "fraction": None, "goodput_rps": None}
+
+
+def test_a_live_run_counts_good_requests_against_the_goodput_limits(
+    own_fault_server, locust_run, tmp_path: Path
+) -> None:
+    url, _ = own_fault_server
+    slo = tmp_path / "slo.yaml"
+    slo.write_text(
+        "slos:\n"
+        "  - {name: good, metric: goodput, min: 0.9, ttft_ms: 30, class: shared}\n"
+        "  - {name: ttft, metric: ttft, percentile: 50, max_ms: 5000}\n"  # not a goodput limit: goodput has its own
+        "min_samples: 3\n"
+    )
+    run = locust_run(
+        url, "-u", "2", "-r", "2", "-t", "3s", "--slo-file", str(slo), "--model", "ttft_ms=80,tokens=2",
+        "--shared-prefix-tokens", "20", "--shared-fraction", "1", "--max-client-lag-ms", "100000",
+    )  # fmt: skip
+    report = run.report
+    assert report["goodput"]["targets_ms"] == {"shared": {"ttft": 30.0}}
+    shared = report["goodput"]["classes"]["shared"]
+    assert shared["requests"] >= 3 and shared["good"] == 0 and shared["goodput_rps"] == 0
+    (good,) = [s for s in report["slos"] if s["name"] == "good"]
+    assert good["observed"] == 0 and good["result"] == "fail" and run.code == 1
