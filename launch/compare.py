@@ -1,10 +1,11 @@
 """Before/after comparison of deployment profiles under the same workload.
 
 For each profile: launch it, run the same Locust workload (same seed, so the same prompts),
-collect its report, stop it. Then write `comparison.md` (TTFT per class, TPOT, throughput,
-SLO verdict, ratio to the first profile), `comparison.json`, `comparison.html` (every run's
-figures and charts side by side, self-contained) and `ttft.png` (the TTFT
-percentile curves per profile and class, from the reports' histograms).
+collect its report, stop it. Then write `comparison.md` (TTFT per class and, for conversations,
+per first turn and follow-up; TPOT, throughput, SLO verdict, ratio to the first profile),
+`comparison.json`, `comparison.html` (every run's figures and charts side by side,
+self-contained) and `ttft.png` (the TTFT percentile curves per profile and class, from the
+reports' histograms).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slogate.slo.html_report import write_html
-from slogate.slo.record import ALL, PREFIX_CLASSES
+from slogate.slo.html_report import percent, write_html
+from slogate.slo.record import ALL, FIRST_TURN, FOLLOW_UP, PREFIX_CLASSES
 from slogate.slo.report import Report
 from slogate.slo.verdict import Outcome
 
-CLASSES = (*PREFIX_CLASSES, ALL)
+CLASSES = (*PREFIX_CLASSES, FIRST_TURN, FOLLOW_UP, ALL)  # the tags compared; conversation ones where measured
 
 
 def _ratio(value: float | None, base: float | None) -> str:
@@ -52,6 +53,7 @@ def comparison_rows(reports: dict[str, Report]) -> list[dict[str, Any]]:
                     "ttft_p99": m["ttft_ms"]["p99"],
                     "tpot_p50": m["tpot_ms"]["p50"],
                     "output_tokens_per_s": m["output_tokens_per_s"],
+                    "prompt_cache_hit_rate": m.get("prompt_cache_hit_rate"),
                     "verdict": str(report.verdict),
                     "ttft_p95_vs_first": _ratio(m["ttft_ms"]["p95"], base.get("ttft_ms", {}).get("p95")),
                 }
@@ -61,18 +63,26 @@ def comparison_rows(reports: dict[str, Report]) -> list[dict[str, Any]]:
 
 def render_markdown(reports: dict[str, Report]) -> str:
     lines = [
-        "| profile | class | requests | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | out tok/s "
+        "| profile | class | requests | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | out tok/s | cached "
         "| TTFT p95 vs first | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in comparison_rows(reports):
         tps = "-" if r["output_tokens_per_s"] is None else f"{r['output_tokens_per_s']:.1f}"
         lines.append(
             f"| {r['profile']} | {r['class']} | {r['requests']} | {_ms(r['ttft_p50'])} | {_ms(r['ttft_p95'])} | "
-            f"{_ms(r['ttft_p99'])} | {_ms(r['tpot_p50'])} | {tps} | {r['ttft_p95_vs_first']} | {r['verdict']} |"
+            f"{_ms(r['ttft_p99'])} | {_ms(r['tpot_p50'])} | {tps} | {percent(r['prompt_cache_hit_rate'])} | "
+            f"{r['ttft_p95_vs_first']} | {r['verdict']} |"
         )
     lines.append("")
-    lines.append("Latencies in ms; same workload and seed for every profile.")
+    lines.append(
+        "Latencies in ms; same workload and seed for every profile. Cached: the share of the prompt tokens "
+        "the server reported as cached (`usage.prompt_tokens_details.cached_tokens`)."
+    )
+    for profile, report in reports.items():
+        hit_rate = (report.server or {}).get("prefix_cache_hit_rate")
+        if hit_rate is not None:
+            lines.append(f"- {profile}: server prefix-cache hit rate (/metrics) {hit_rate:.3f}")
     for profile, report in reports.items():
         failing = [r.objective.name for r in report.slos if r.result == Outcome.FAIL]
         if failing:

@@ -6,6 +6,12 @@ never measure the overload they cause (coordinated omission). `OpenLoopChatUser`
 web UI and load shapes ramp the rate), each request in its own greenlet, and measures every
 latency from the *scheduled* send time. A request that finds all `--max-in-flight` slots busy is
 counted as `dropped`, never silently skipped, and makes the run inconclusive.
+
+With `--turns` above 1 the arrivals start conversations: each later turn is scheduled when the
+previous answer has ended, plus the think time, and measured from that moment, as a first turn is
+from its arrival. In the steady state the request rate is the arrival rate times the mean number
+of turns per conversation. A later turn that finds every slot busy is dropped and ends its
+conversation; one that fails ends it too.
 """
 
 from __future__ import annotations
@@ -19,8 +25,8 @@ import gevent
 import gevent.pool
 from locust import events, task
 from slogate.locustfiles.arrivals import PROCESSES, arrival_gaps
-from slogate.locustfiles.timer import StreamTimer
-from slogate.locustfiles.users import SseChatUser
+from slogate.locustfiles.users import SseChatUser, start_timer
+from slogate.locustfiles.workload import ChatRequest
 from slogate.slo.listener import report_record
 from slogate.slo.locust_plugin import note_workload
 from slogate.slo.record import ErrorKind, RequestRecord
@@ -56,6 +62,8 @@ class OpenLoopChatUser(SseChatUser):
         self.concurrency = opts.max_in_flight
         super().on_start()
         self.pool = gevent.pool.Pool(opts.max_in_flight)
+        self.thinking = gevent.pool.Group()  # conversations waiting to send their next turn
+        self.stopping = False
         rng = random.Random(f"{self.workload.config.seed}:arrivals:{id(self)}")
         self.gaps = arrival_gaps(opts.arrival_process, opts.arrival_rate, rng, opts.burstiness)
         self.next_at = time.perf_counter()
@@ -70,10 +78,13 @@ class OpenLoopChatUser(SseChatUser):
     @task
     def arrive(self) -> None:
         self.next_at += next(self.gaps)
-        req = self.workload.next_request(self.rng)  # built before the wait: off the clock
-        body = json.dumps(req.body).encode()
-        wait_until(self.next_at)
-        scheduled_wall = time.time() - (time.perf_counter() - self.next_at)
+        self._dispatch(self.workload.next_request(self.rng), self.next_at)
+
+    def _dispatch(self, req: ChatRequest, scheduled: float) -> None:
+        """Send `req` at `scheduled` (a perf_counter reading) in a slot of its own, or count it dropped."""
+        body = json.dumps(req.body).encode()  # built before the wait: off the clock
+        wait_until(scheduled)
+        scheduled_wall = time.time() - (time.perf_counter() - scheduled)
         if self.pool.full():
             dropped = RequestRecord(
                 req.request_class,
@@ -81,19 +92,26 @@ class OpenLoopChatUser(SseChatUser):
                 e2e_us=0,
                 error_kind=ErrorKind.DROPPED,
                 error_message=f"all {self.pool.size} in-flight slots busy at the scheduled time",
+                tags=req.tags,
             )
             report_record(self.environment, dropped)
             return
-        self.pool.spawn(self._send, req.request_class, body, self.next_at, scheduled_wall)
+        self.pool.spawn(self._send, req, body, scheduled, scheduled_wall)
         gevent.sleep(0)  # the send goes out now, before this greenlet builds the next request
 
-    def _send(self, request_class: str, body: bytes, scheduled: float, scheduled_wall: float) -> None:
-        timer = StreamTimer(request_class, scheduled_wall, scheduled)
-        self._report(timer, lambda: self._stream(body, timer), scheduled)
+    def _send(self, req: ChatRequest, body: bytes, scheduled: float, scheduled_wall: float) -> None:
+        timer = start_timer(req, scheduled_wall, scheduled)
+        record = self._report(timer, lambda: self._stream(body, timer), scheduled)
+        follow_up = None if self.stopping else self.follow_up(req, record, timer)
+        if follow_up is not None:
+            at = time.perf_counter() + self.workload.think_time_s(self.rng)
+            self.thinking.spawn(self._dispatch, follow_up, at)
 
     def on_stop(self) -> None:
+        self.stopping = True
         pool = getattr(self, "pool", None)
         if pool is not None:
+            self.thinking.kill()  # turns not yet sent are not requests
             pool.join(timeout=self.environment.stop_timeout or 0)  # graceful stop: let requests finish
             pool.kill()
         super().on_stop()

@@ -12,8 +12,11 @@ import gevent.lock
 from locust import events
 from locust.runners import WorkerRunner
 from slogate.locustfiles import server
-from slogate.locustfiles.workload import Workload, WorkloadConfig
+from slogate.locustfiles.endpoints import ENDPOINTS
+from slogate.locustfiles.workload import Workload, WorkloadConfig, parse_range
 from slogate.slo import target
+from slogate.slo.judge import UnknownClass, check_classes
+from slogate.slo.locust_plugin import gate_for, usage_exit
 
 log = logging.getLogger("slogate.workload")
 
@@ -59,6 +62,44 @@ def _add_arguments(parser: Any) -> None:
         help="Reproduce a run's exact prompts (its report's run.workload.prompt_nonce); "
         "default: a new one per run, so unique prompts never repeat across runs",
     )
+    parser.add_argument(
+        "--endpoint",
+        type=str,
+        default=d.endpoint,
+        help=f"The API to stream from: {', '.join(ENDPOINTS)}",
+    )
+    parser.add_argument(
+        "--turns",
+        type=str,
+        default="1",
+        help="Turns per conversation, N or A-B (uniform per conversation); each later turn resends the "
+        "conversation so far, the streamed answer and a new user message",
+    )
+    parser.add_argument(
+        "--think-time-s",
+        type=str,
+        default="0",
+        help="Seconds between a turn's answer and the next turn, X or A-B (uniform)",
+    )
+
+
+@events.init.add_listener
+def _check_options(environment: Any, **_: Any) -> None:
+    """Bad workload options, or an SLO on a tag this workload cannot produce: one line and exit 2
+    (with an error report), before any load."""
+    if environment.parsed_options is None:
+        return
+    try:
+        config = config_from_options(environment.parsed_options)
+    except ValueError as e:
+        usage_exit(environment, str(e))
+        return
+    spec = gate_for(environment).spec
+    if spec is not None:
+        try:
+            check_classes(spec, config.available_tags(), f"this workload (--turns {environment.parsed_options.turns})")
+        except UnknownClass as e:
+            usage_exit(environment, str(e))
 
 
 @events.test_start.add_listener
@@ -71,6 +112,7 @@ def _choose_prompt_nonce(environment: Any, **_: Any) -> None:
 
 
 def config_from_options(opts: Any) -> WorkloadConfig:
+    """The workload the options describe; ValueError (one line) for a bad option."""
     return WorkloadConfig(
         shared_prefixes=opts.shared_prefixes,
         shared_prefix_tokens=opts.shared_prefix_tokens,
@@ -85,6 +127,9 @@ def config_from_options(opts: Any) -> WorkloadConfig:
         request_timeout_s=opts.request_timeout,
         prime_prefixes=not opts.no_prime_prefixes,
         prompt_nonce=getattr(opts, "run_prompt_nonce", "") or opts.prompt_nonce,
+        endpoint=opts.endpoint,
+        turns=parse_range(opts.turns, "--turns", int),
+        think_time_s=parse_range(opts.think_time_s, "--think-time-s", float),
     )
 
 
@@ -106,7 +151,8 @@ def workload_for(environment: Any) -> Workload:
             workload = Workload.prepare(config, host, headers)
             if config.prime_prefixes:
                 try:
-                    server.prime(host, headers, workload.priming_requests(), config.request_timeout_s)
+                    bodies = workload.priming_requests()
+                    server.prime(host, headers, workload.endpoint.path, bodies, config.request_timeout_s)
                 except server.TargetError as e:  # best effort: the measured requests will show the failure
                     log.warning("slogate: priming the shared prefixes failed: %s", e)
             _prepared[key] = workload

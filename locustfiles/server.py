@@ -38,10 +38,10 @@ def first_model_id(host: str, headers: dict[str, str]) -> str:
         raise TargetError("/v1/models lists no model; pass --model") from None
 
 
-def prime(host: str, headers: dict[str, str], bodies: list[dict[str, Any]], timeout: float) -> None:
-    """Send non-streamed requests whose answers do not matter (cache priming)."""
+def prime(host: str, headers: dict[str, str], path: str, bodies: list[dict[str, Any]], timeout: float) -> None:
+    """Send non-streamed requests to `path` whose answers do not matter (cache priming)."""
     for body in bodies:
-        _call(f"{host}/v1/chat/completions", headers, body, timeout=timeout)
+        _call(f"{host}{path}", headers, body, timeout=timeout)
 
 
 def count_tokens(host: str, headers: dict[str, str], model: str, text: str) -> int | None:

@@ -22,10 +22,12 @@ class StreamTimer:
         "prompt",
         "request_class",
         "started_at",
+        "tags",
     )
 
-    def __init__(self, request_class: str, started_at: float, t0: float) -> None:
+    def __init__(self, request_class: str, started_at: float, t0: float, tags: tuple[str, ...] = ()) -> None:
         self.request_class = request_class
+        self.tags = tags
         self.started_at = started_at  # time.time(), for warm-up and the run window
         self._t0 = t0
         self._first: float | None = None
@@ -77,6 +79,7 @@ class StreamTimer:
             prompt_tokens=self.prompt,
             completion_tokens=completion,
             cached_tokens=self.cached,
+            tags=self.tags,
         )
 
     def fail(self, kind: ErrorKind, message: str, now: float) -> RequestRecord:
@@ -87,4 +90,5 @@ class StreamTimer:
             ttft_us=None if self._first is None else int((self._first - self._t0) * 1_000_000),
             error_kind=kind,
             error_message=message,
+            tags=self.tags,
         )

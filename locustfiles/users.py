@@ -1,9 +1,12 @@
-"""Locust users that stream `/v1/chat/completions` and report exact per-request records.
+"""Locust users that stream from the `--endpoint` (chat by default) and report exact per-request records.
 
 `ChatStreamUser` speaks HTTP with geventhttpclient and reads the body line by line as it
 arrives (`readline`, not `iter_content`, which waits for 1 KiB and adds tens of ms to TTFT).
 `OpenAIChatUser` uses the official `openai` SDK, for teams that want their app's exact client;
 it costs several times more CPU per chunk (see the README).
+
+With `--turns` above 1 a closed-loop user runs one conversation at a time: each later turn is
+sent when the previous answer has ended and the think time has passed; a failed turn ends it.
 """
 
 from __future__ import annotations
@@ -22,25 +25,25 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import User, constant, task
 from slogate.locustfiles import options
-from slogate.locustfiles.endpoints import CHAT
 from slogate.locustfiles.rx_timestamps import TimestampedSocket, timestamped_socket
 from slogate.locustfiles.server import TargetError
 from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError
 from slogate.locustfiles.timer import StreamTimer
-from slogate.locustfiles.workload import Workload
+from slogate.locustfiles.workload import ChatRequest, Workload
 from slogate.slo import target
 from slogate.slo.listener import report_record
-from slogate.slo.locust_plugin import abort_run, note_workload
+from slogate.slo.locust_plugin import BAD_CONFIG, abort_run, note_workload
 from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
 
 _user_numbers = itertools.count()
 
 
 class _ChatUser(User):
-    """What both users share: the workload, a per-user seeded RNG, and reporting."""
+    """What every user shares: the workload, a per-user seeded RNG, conversations and reporting."""
 
     abstract = True
     wait_time = constant(0)
+    next_turn: ChatRequest | None = None  # closed loop: the conversation's next turn, if any
 
     def on_start(self) -> None:
         try:
@@ -48,16 +51,40 @@ class _ChatUser(User):
         except TargetError as e:
             abort_run(self.environment, f"target unreachable: {e}")
             raise gevent.GreenletExit from None
+        except ValueError as e:  # options changed in the web UI since they were checked
+            abort_run(self.environment, f"{BAD_CONFIG}: {e}")
+            raise gevent.GreenletExit from None
         note_workload(self.environment, self.workload.model, self.workload.config.describe())
         # The bare URL and its Authorization header (credentials never stay in a URL: slo/target.py).
         self.base_url, self.auth_headers = target.resolve(self.environment, self.host)
         worker = getattr(self.environment.runner, "worker_index", 0)
         self.rng = random.Random(f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}")
 
-    def _report(self, timer: StreamTimer, stream: Callable[[], RequestRecord], scheduled: float | None = None) -> None:
-        """Run one request (`stream`) and report its record. One that the end of the run stops
-        (Locust kills the greenlet past --stop-timeout) is reported as unfinished, with its TTFT
-        if its first token had come: never silently lost. `scheduled` (open loop) gives the send lag."""
+    def turn_to_send(self) -> ChatRequest:
+        """Closed loop: the conversation's next turn, or a new conversation's first."""
+        req, self.next_turn = self.next_turn, None
+        return req or self.workload.next_request(self.rng)
+
+    def after_turn(self, req: ChatRequest, record: RequestRecord, timer: StreamTimer) -> None:
+        """Closed loop: keep the conversation's next turn and wait the think time before it."""
+        self.next_turn = self.follow_up(req, record, timer)
+        if self.next_turn is not None:
+            think = self.workload.think_time_s(self.rng)
+            if think > 0:
+                gevent.sleep(think)
+
+    def follow_up(self, req: ChatRequest, record: RequestRecord, timer: StreamTimer) -> ChatRequest | None:
+        """The turn after `req`, or None: the conversation is over, or this turn failed (which ends it)."""
+        if not req.has_follow_up or not record.ok:
+            return None
+        return self.workload.follow_up(req, "".join(timer.answer or ()), self.rng)
+
+    def _report(
+        self, timer: StreamTimer, stream: Callable[[], RequestRecord], scheduled: float | None = None
+    ) -> RequestRecord:
+        """Run one request (`stream`), report its record and return it. One that the end of the run
+        stops (Locust kills the greenlet past --stop-timeout) is reported as unfinished, with its
+        TTFT if its first token had come: never silently lost. `scheduled` (open loop) gives the send lag."""
         sent = time.perf_counter()
         try:
             record = stream()
@@ -68,6 +95,15 @@ class _ChatUser(User):
         if scheduled is not None:
             record.send_lag_us = int((sent - scheduled) * 1_000_000)
         report_record(self.environment, record)
+        return record
+
+
+def start_timer(req: ChatRequest, started_at: float, t0: float) -> StreamTimer:
+    """The timer of `req`; it keeps the streamed answer when a later turn will resend it."""
+    timer = StreamTimer(req.request_class, started_at, t0, req.tags)
+    if req.has_follow_up:
+        timer.capture_answer()
+    return timer
 
 
 class SseChatUser(_ChatUser):
@@ -94,7 +130,7 @@ class SseChatUser(_ChatUser):
         )
         # Every connection stamps its reads with the kernel's arrival time (rx_timestamps).
         self.http._connection_pool._create_tcp_socket = timestamped_socket
-        self.endpoint = CHAT
+        self.endpoint = self.workload.endpoint
         self.path = url.path.rstrip("/") + self.endpoint.path
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.auth_headers}
 
@@ -147,10 +183,11 @@ class ChatStreamUser(SseChatUser):
 
     @task
     def chat(self) -> None:
-        req = self.workload.next_request(self.rng)
+        req = self.turn_to_send()
         body = json.dumps(req.body).encode()
-        timer = StreamTimer(req.request_class, time.time(), time.perf_counter())
-        self._report(timer, lambda: self._stream(body, timer))
+        timer = start_timer(req, time.time(), time.perf_counter())
+        record = self._report(timer, lambda: self._stream(body, timer))
+        self.after_turn(req, record, timer)
 
 
 def _arrival_clock(resp: Any) -> Callable[[], float]:

@@ -16,7 +16,7 @@ import openai
 from locust import task
 from openai.types.chat import ChatCompletionChunk
 from slogate.locustfiles.timer import StreamTimer
-from slogate.locustfiles.users import _ChatUser
+from slogate.locustfiles.users import _ChatUser, start_timer
 from slogate.slo import target
 from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
 
@@ -71,11 +71,12 @@ class OpenAIChatUser(_ChatUser):
 
     @task
     def chat(self) -> None:
-        req = self.workload.next_request(self.rng)
+        req = self.turn_to_send()
         body = dict(req.body)
         extra = {k: body.pop(k) for k in _NON_STANDARD_FIELDS if k in body}
-        timer = self._timer = StreamTimer(req.request_class, time.time(), time.perf_counter())
-        self._report(timer, lambda: self._stream(body, extra, timer))
+        timer = self._timer = start_timer(req, time.time(), time.perf_counter())
+        record = self._report(timer, lambda: self._stream(body, extra, timer))
+        self.after_turn(req, record, timer)
 
     def _on_send(self, _request: Any) -> None:
         """httpx's request hook, called as the request goes out: the SDK's ~4 ms of request
@@ -96,7 +97,7 @@ class OpenAIChatUser(_ChatUser):
                         or getattr(d, "reasoning_content", None)
                         or getattr(d, "reasoning", None)
                     ):
-                        timer.token(now)
+                        timer.token(now, d.content)
                 usage = chunk.usage
                 if usage:
                     saw_usage = True

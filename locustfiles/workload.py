@@ -2,8 +2,11 @@
 server's prefix cache) or a unique prefix (not reusable), followed by a unique user message.
 
 Both classes get the same prompt length by default, so their TTFT differs only by what the
-cache saves. Lengths are in tokens as the server counts them: a sample of the word pool is
-tokenized once through the server's `/tokenize`; the real per-request counts come back in `usage`.
+cache saves. With `turns` above 1 a request opens a conversation: each later turn resends the
+previous request's messages, the answer exactly as it was streamed, and a new user message.
+
+Lengths are in tokens as the server counts them: a sample of the word pool is tokenized once
+through the server's `/tokenize`; the real per-request counts come back in `usage`.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from slogate.locustfiles import server
-from slogate.locustfiles.endpoints import CHAT
+from slogate.locustfiles.endpoints import ENDPOINTS, Endpoint, Messages
 from slogate.locustfiles.words import WORDS
-from slogate.slo.record import SHARED, UNIQUE
+from slogate.slo.record import ALL, SHARED, UNIQUE, conversation_tag_names, conversation_tags
 
 log = logging.getLogger("slogate.workload")
 
@@ -42,8 +45,21 @@ class WorkloadConfig:
     # one: a second run against a server with prefix caching must not hit what the first cached.
     # A new one per run by default (the report records it); shared prefixes do not depend on it.
     prompt_nonce: str = ""
+    endpoint: str = "chat"  # a key of endpoints.ENDPOINTS
+    turns: tuple[int, int] = (1, 1)  # turns per conversation, drawn uniformly per conversation
+    think_time_s: tuple[float, float] = (0.0, 0.0)  # between a turn's answer and the next turn
 
     def __post_init__(self) -> None:
+        if self.endpoint not in ENDPOINTS:
+            raise ValueError(f"--endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}")
+        lo, hi = self.turns
+        if lo < 1 or hi < lo:
+            raise ValueError(f"--turns must be N >= 1 or A-B with 1 <= A <= B, got {_range_text(self.turns)}")
+        lo_s, hi_s = self.think_time_s
+        if lo_s < 0 or hi_s < lo_s:
+            raise ValueError(
+                f"--think-time-s must be X >= 0 or A-B with 0 <= A <= B, got {_range_text(self.think_time_s)}"
+            )
         if not 0.0 <= self.shared_fraction <= 1.0:
             raise ValueError(f"--shared-fraction must be within [0, 1], got {self.shared_fraction}")
         if self.shared_prefixes < 1 and self.shared_fraction > 0:
@@ -56,15 +72,62 @@ class WorkloadConfig:
     def unique_tokens(self) -> int:
         return self.shared_prefix_tokens if self.unique_prefix_tokens is None else self.unique_prefix_tokens
 
+    @property
+    def max_turns(self) -> int:
+        return self.turns[1]
+
+    def available_tags(self) -> list[str]:
+        """Every tag (SLO `class`) this workload's requests can carry."""
+        prefix = [SHARED] * (self.shared_fraction > 0) + [UNIQUE] * (self.shared_fraction < 1)
+        return [ALL, *prefix, *conversation_tag_names(self.max_turns)]
+
     def describe(self) -> dict[str, Any]:
-        """The workload identity that reports and baselines record."""
-        return asdict(self)
+        """The workload identity that reports and baselines record. The endpoint and conversation
+        fields are left out at their defaults (chat, one turn), so that a baseline recorded before
+        they existed still compares with today's single-turn chat workload."""
+        out = asdict(self)
+        if self.endpoint == "chat":
+            del out["endpoint"]
+        if self.max_turns == 1:
+            del out["turns"], out["think_time_s"]
+        else:  # as a saved report reads them back, so that a baseline compares equal
+            out["turns"], out["think_time_s"] = list(self.turns), list(self.think_time_s)
+        return out
+
+
+def _range_text(value: tuple[float, float]) -> str:
+    lo, hi = value
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+
+
+def parse_range(text: str, option: str, number: type[int] | type[float]) -> tuple[Any, Any]:
+    """`N` or `A-B` (inclusive) as a (low, high) pair; ValueError (one line) when it is neither.
+    Bounds are checked by `WorkloadConfig`."""
+    low, sep, high = str(text).strip().partition("-")
+    if not low and sep:  # a negative single value, e.g. -1
+        low, sep, high = str(text).strip(), "", ""
+    try:
+        lo = number(low)
+        hi = number(high) if sep else lo
+    except ValueError:
+        raise ValueError(f"{option} must be N or A-B, got {text!r}") from None
+    return lo, hi
 
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
+    """One request: turn `turn` of a conversation of `turns` (1 of 1 without conversations)."""
+
     request_class: str
     body: dict[str, Any]
+    messages: Messages
+    tags: tuple[str, ...] = ()  # besides the request class
+    turn: int = 1
+    turns: int = 1
+
+    @property
+    def has_follow_up(self) -> bool:
+        return self.turn < self.turns
 
 
 def _text(rng: random.Random, n_words: int) -> str:
@@ -76,6 +139,7 @@ class Workload:
 
     def __init__(self, config: WorkloadConfig, model: str, tokens_per_word: float) -> None:
         self.config = config
+        self.endpoint: Endpoint = ENDPOINTS[config.endpoint]
         self.model = model
         self.tokens_per_word = tokens_per_word
         prefix_rng = random.Random(f"slogate-prefixes:{config.seed}")
@@ -100,30 +164,49 @@ class Workload:
     def _run_tag(self) -> str:
         return f"[run {self.config.prompt_nonce}] " if self.config.prompt_nonce else ""
 
-    def _body(self, system: str, rng: random.Random) -> dict[str, Any]:
+    def _user_message(self, rng: random.Random) -> dict[str, str]:
+        words = self._words(self.config.user_message_tokens)
+        return {"role": "user", "content": self._run_tag() + _text(rng, words)}
+
+    def _body(self, messages: Messages, max_tokens: int | None = None) -> dict[str, Any]:
         cfg = self.config
-        messages = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": self._run_tag() + _text(rng, self._words(cfg.user_message_tokens))},
-        ]
-        return CHAT.body(self.model, messages, cfg.max_tokens, cfg.temperature, cfg.ignore_eos)
+        return self.endpoint.body(self.model, messages, max_tokens or cfg.max_tokens, cfg.temperature, cfg.ignore_eos)
+
+    def _request(self, request_class: str, messages: Messages, turn: int, turns: int) -> ChatRequest:
+        tags = conversation_tags(turn) if self.config.max_turns > 1 else ()
+        return ChatRequest(request_class, self._body(messages), messages, tags, turn, turns)
 
     def next_request(self, rng: random.Random) -> ChatRequest:
+        """A new conversation's first turn (the only one without conversations)."""
         cfg = self.config
         if rng.random() < cfg.shared_fraction:
-            return ChatRequest(SHARED, self._body(rng.choice(self.shared_prefixes), rng))
-        unique_prefix = f"{self._run_tag()}[request {rng.getrandbits(64):016x}] " + _text(
-            rng, self._words(cfg.unique_tokens)
-        )
-        return ChatRequest(UNIQUE, self._body(unique_prefix, rng))
+            request_class, system = SHARED, rng.choice(self.shared_prefixes)
+        else:
+            request_class = UNIQUE
+            system = f"{self._run_tag()}[request {rng.getrandbits(64):016x}] " + _text(
+                rng, self._words(cfg.unique_tokens)
+            )
+        lo, hi = cfg.turns
+        turns = lo if lo == hi else rng.randint(lo, hi)  # no draw without a range: seeds keep their shapes
+        messages = [{"role": "system", "content": system}, self._user_message(rng)]
+        return self._request(request_class, messages, 1, turns)
+
+    def follow_up(self, previous: ChatRequest, answer: str, rng: random.Random) -> ChatRequest:
+        """The next turn: `previous`'s messages, its answer exactly as streamed, a new user message."""
+        messages = [*previous.messages, {"role": "assistant", "content": answer}, self._user_message(rng)]
+        return self._request(previous.request_class, messages, previous.turn + 1, previous.turns)
+
+    def think_time_s(self, rng: random.Random) -> float:
+        lo, hi = self.config.think_time_s
+        return lo if lo == hi else rng.uniform(lo, hi)
 
     def priming_requests(self) -> list[dict[str, Any]]:
         """One short non-streamed request per shared prefix, so the cache is warm before measuring."""
         rng = random.Random(f"slogate-priming:{self.config.seed}")
         bodies = []
         for prefix in self.shared_prefixes:
-            body = self._body(prefix, rng)
-            body.update(stream=False, max_tokens=1)
-            body.pop("stream_options")
+            body = self._body([{"role": "system", "content": prefix}, self._user_message(rng)], max_tokens=1)
+            body["stream"] = False
+            body.pop("stream_options", None)
             bodies.append(body)
         return bodies

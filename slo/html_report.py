@@ -183,6 +183,11 @@ def _num(value: Any, digits: int = 1) -> str:
     return f"{value:,}" if isinstance(value, int) else e(str(value))
 
 
+def percent(fraction: float | None) -> str:
+    """A share as a percentage with one decimal; "-" when unknown."""
+    return "-" if fraction is None else f"{100 * fraction:.1f}%"
+
+
 def _observed(observed: float | None, o: Objective) -> str:
     if observed is None:
         return "no data"
@@ -258,7 +263,9 @@ def _metrics_table(report: Report) -> str:
             f"<td class=num>{_num(m['ttft_ms']['p50'])}</td><td class=num>{_num(m['ttft_ms']['p95'])}</td>"
             f"<td class=num>{_num(m['ttft_ms']['p99'])}</td><td class=num>{_num(m['itl_ms']['p50'])}</td>"
             f"<td class=num>{_num(m['tpot_ms']['p50'])}</td><td class=num>{_num(m['e2e_ms']['p95'])}</td>"
-            f"<td class=num>{_num(m['output_tokens_per_s'])}</td><td class=num>{_num(m['requests_per_s'], 2)}</td></tr>"
+            f"<td class=num>{_num(m['output_tokens_per_s'])}</td><td class=num>{_num(m['requests_per_s'], 2)}</td>"
+            f"<td class=num>{_num(m['mean_prompt_tokens'])}</td>"
+            f"<td class=num>{percent(m['prompt_cache_hit_rate'])}</td></tr>"
         )
     total = metrics.get(ALL, {})
     errors = total.get("errors_by_kind") or {}
@@ -268,8 +275,10 @@ def _metrics_table(report: Report) -> str:
     return (
         "<table><thead><tr><th>class</th><th>requests</th><th>failed</th><th>TTFT p50</th><th>TTFT p95</th>"
         "<th>TTFT p99</th><th>ITL p50</th><th>TPOT p50</th><th>E2E p95</th><th>out tok/s</th><th>req/s</th>"
-        "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
-        '<p class="muted">Latencies in ms: HdrHistograms (3 significant digits), nearest-rank percentiles.</p>' + foot
+        "<th>prompt tok</th><th>cached</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        '<p class="muted">Latencies in ms: HdrHistograms (3 significant digits), nearest-rank percentiles. '
+        "Prompt tok: mean prompt tokens; cached: the share the server reported as cached "
+        "(<code>usage.prompt_tokens_details.cached_tokens</code>).</p>" + foot
     )
 
 

@@ -1,4 +1,8 @@
-"""Per-class aggregates of request records: the histograms and counters the gate judges.
+"""Per-tag aggregates of request records: the histograms and counters the gate judges.
+
+Every record counts under its request class (`shared` or `unique`, which partition the requests,
+so `all` is every class merged) and under each of its other tags (a conversation's `first_turn`
+or `follow_up` and `turn_<k>`: slo/record.py), each with histograms of its own.
 
 A `MetricsStore` lives in every process that generates load; workers ship theirs to the master
 as `to_wire()` dicts, and `merge` adds them exactly. Besides the run's totals it keeps the time
@@ -18,7 +22,7 @@ LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "send_lag")
 
 
 class ClassMetrics:
-    """Everything recorded for one request class (e.g. `shared` or `unique`)."""
+    """Everything recorded for one request class or tag (e.g. `shared`, `follow_up`)."""
 
     def __init__(self) -> None:
         self.latency: dict[str, LatencyHistogram] = {m: LatencyHistogram() for m in LATENCY_METRICS}
@@ -35,6 +39,7 @@ class ClassMetrics:
         self.prompt_tokens = 0
         self.output_tokens = 0
         self.cached_tokens = 0
+        self.cached_reported = 0  # successes whose usage reported cached prompt tokens
         self.good = 0  # successes that met every per-request latency target (goodput; see MetricsStore)
         self.first_start: float | None = None
         self.last_end: float | None = None
@@ -73,7 +78,9 @@ class ClassMetrics:
         lat["e2e"].record_us(rec.e2e_us)
         self.prompt_tokens += rec.prompt_tokens or 0
         self.output_tokens += rec.completion_tokens or 0
-        self.cached_tokens += rec.cached_tokens or 0
+        if rec.cached_tokens is not None:
+            self.cached_tokens += rec.cached_tokens
+            self.cached_reported += 1
 
     @property
     def successes(self) -> int:
@@ -88,6 +95,14 @@ class ClassMetrics:
         if self.first_start is None or self.last_end is None:
             return None
         return max(self.last_end - self.first_start, 1e-9)
+
+    @property
+    def prompt_cache_hit_rate(self) -> float | None:
+        """Prompt tokens the server reported as cached (`usage.prompt_tokens_details.cached_tokens`)
+        per prompt token; None when it reported none (vLLM: --enable-prompt-tokens-details)."""
+        if not self.cached_reported or not self.prompt_tokens:
+            return None
+        return self.cached_tokens / self.prompt_tokens
 
     @property
     def output_tokens_per_s(self) -> float | None:
@@ -111,6 +126,7 @@ class ClassMetrics:
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.cached_tokens += other.cached_tokens
+        self.cached_reported += other.cached_reported
         self.good += other.good
         if other.first_start is not None:
             self.first_start = (
@@ -131,6 +147,7 @@ class ClassMetrics:
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
+            "cached_reported": self.cached_reported,
             "good": self.good,
             "first_start": self.first_start,
             "last_end": self.last_end,
@@ -150,15 +167,17 @@ class ClassMetrics:
         m.prompt_tokens = data.get("prompt_tokens", 0)
         m.output_tokens = data.get("output_tokens", 0)
         m.cached_tokens = data.get("cached_tokens", 0)
+        m.cached_reported = data.get("cached_reported", 0)
         m.good = data.get("good", 0)
         m.first_start = data.get("first_start")
         m.last_end = data.get("last_end")
         return m
 
     def summary(self) -> dict[str, Any]:
-        """The report's `metrics.<class>` entry."""
+        """The report's `metrics.<tag>` entry."""
         out: dict[str, Any] = {f"{name}_ms": h.summary_ms() for name, h in self.latency.items()}
         rate, tps, rps = self.error_rate, self.output_tokens_per_s, self.requests_per_s
+        hit_rate = self.prompt_cache_hit_rate
         out.update(
             requests=self.requests,
             failures=self.failures,
@@ -170,6 +189,7 @@ class ClassMetrics:
             prompt_tokens=self.prompt_tokens,
             output_tokens=self.output_tokens,
             cached_tokens=self.cached_tokens,
+            prompt_cache_hit_rate=None if hit_rate is None else round(hit_rate, 4),
             mean_prompt_tokens=round(self.prompt_tokens / self.successes, 1) if self.successes else None,
             mean_output_tokens=round(self.output_tokens / self.successes, 1) if self.successes else None,
             output_tokens_per_s=None if tps is None else round(tps, 3),
@@ -183,7 +203,8 @@ GOODPUT_METRICS = ("ttft", "tpot", "e2e")  # vLLM's goodput metrics (its `e2el` 
 
 
 class MetricsStore:
-    """Request records aggregated per class; `all` is derived by merging the classes.
+    """Request records aggregated per class, `all` derived by merging the classes, and per tag
+    (`tags`: each record also counts under each of its tags; their number is bounded).
 
     `intervals` holds the same records per `interval_s` of wall-clock time (0: no time series).
     `goodput_targets_ms` ({class: {metric: max ms}}, class `all` applying to every request), when
@@ -193,9 +214,10 @@ class MetricsStore:
 
     def __init__(self, interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self.classes: dict[str, ClassMetrics] = {}
+        self.tags: dict[str, ClassMetrics] = {}
         self.intervals = IntervalSeries(interval_s)
         self.goodput_targets_ms: dict[str, dict[str, float]] | None = None
-        self._goodput_us: dict[str, dict[str, float]] = {}
+        self._goodput_us: dict[tuple[str, ...], dict[str, float]] = {}
         self.warmup_excluded = 0
         # How late the load generator's event loop wakes up, and the CPU time its processes used
         # over how much wall time (self-check; see slo/self_check.py).
@@ -209,23 +231,33 @@ class MetricsStore:
             cm = self.classes[rec.request_class] = ClassMetrics()
         itl = ValueBatch(rec.itl_us) if rec.itl_us and rec.error_kind is None else None
         cm.add(rec, itl)
+        tagged = [cm]
+        for tag in rec.tags:
+            tm = self.tags.get(tag)
+            if tm is None:
+                tm = self.tags[tag] = ClassMetrics()
+            tm.add(rec, itl)
+            tagged.append(tm)
         self.intervals.add(rec, itl)
         if self.goodput_targets_ms is not None and rec.error_kind is None and self._is_good(rec):
-            cm.good += 1
+            for m in tagged:
+                m.good += 1
 
     def set_goodput_targets(self, targets_ms: dict[str, dict[str, float]] | None) -> None:
         self.goodput_targets_ms = targets_ms or None
         self._goodput_us = {}
 
     def _is_good(self, rec: RequestRecord) -> bool:
-        limits = self._goodput_us.get(rec.request_class)
+        """Whether a success met every target of `all`, its class and its tags."""
+        key = (rec.request_class, *rec.tags)
+        limits = self._goodput_us.get(key)
         if limits is None:
             limits = {}
             targets = self.goodput_targets_ms or {}
-            for cls in (ALL, rec.request_class):
-                for metric, max_ms in (targets.get(cls) or {}).items():
+            for tag in (ALL, *key):
+                for metric, max_ms in (targets.get(tag) or {}).items():
                     limits[metric] = min(limits.get(metric, float("inf")), max_ms * 1000)
-            self._goodput_us[rec.request_class] = limits
+            self._goodput_us[key] = limits
         for metric, max_us in limits.items():
             if metric == "ttft":
                 value = rec.ttft_us
@@ -238,16 +270,17 @@ class MetricsStore:
         return True
 
     def get(self, request_class: str) -> ClassMetrics:
-        """One class, or every class merged for `all`; an empty aggregate for an unseen class."""
+        """One class or tag, or every class merged for `all`; an empty aggregate for an unseen one."""
         if request_class != ALL:
-            return self.classes.get(request_class) or ClassMetrics()
+            return self.classes.get(request_class) or self.tags.get(request_class) or ClassMetrics()
         total = ClassMetrics()
         for cm in self.classes.values():
             total.merge(cm)
         return total
 
     def class_names(self) -> list[str]:
-        return [ALL, *sorted(self.classes)]
+        """Every tag measured: `all`, the classes, then the other tags."""
+        return [ALL, *sorted(self.classes), *sorted(self.tags)]
 
     @property
     def is_empty(self) -> bool:
@@ -256,6 +289,8 @@ class MetricsStore:
     def merge(self, other: MetricsStore) -> None:
         for name, cm in other.classes.items():
             self.classes.setdefault(name, ClassMetrics()).merge(cm)
+        for name, cm in other.tags.items():
+            self.tags.setdefault(name, ClassMetrics()).merge(cm)
         self.warmup_excluded += other.warmup_excluded
         self.intervals.merge(other.intervals)
         if self.goodput_targets_ms is None and other.goodput_targets_ms is not None:
@@ -267,6 +302,7 @@ class MetricsStore:
     def to_wire(self) -> dict[str, Any]:
         out = {
             "classes": {name: cm.to_wire() for name, cm in self.classes.items()},
+            "tags": {name: cm.to_wire() for name, cm in self.tags.items()},
             "warmup_excluded": self.warmup_excluded,
             "loop_lag": self.loop_lag.encode() if self.loop_lag.count else None,
             "client_cpu_s": self.client_cpu_s,
@@ -281,6 +317,7 @@ class MetricsStore:
     def from_wire(cls, data: dict[str, Any]) -> MetricsStore:
         store = cls()
         store.classes = {name: ClassMetrics.from_wire(d) for name, d in data.get("classes", {}).items()}
+        store.tags = {name: ClassMetrics.from_wire(d) for name, d in data.get("tags", {}).items()}
         store.warmup_excluded = data.get("warmup_excluded", 0)
         if data.get("loop_lag"):
             store.loop_lag = LatencyHistogram.decode(data["loop_lag"])

@@ -5,10 +5,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-# Request classes, defined once. Every request is `shared` (its system prompt is one of a few
-# prefixes the server's cache can reuse) or `unique`; `all` is every request together.
+# Request tags, defined once; an SLO names one as its `class`. Every request is `shared` (its system
+# prompt is one of a few prefixes the server's cache can reuse) or `unique`: its request class,
+# which partitions the requests (`all` is every class merged). A conversation's turns also carry
+# `first_turn` or `follow_up`, and their turn index: `turn_1` .. `turn_8`, then `turn_9+` (a
+# bounded set, so memory stays bounded however long a conversation is).
 ALL, SHARED, UNIQUE = "all", "shared", "unique"
 PREFIX_CLASSES = (SHARED, UNIQUE)
+FIRST_TURN, FOLLOW_UP = "first_turn", "follow_up"
+TURN_TAGS_UP_TO = 8
+
+
+def turn_tag(turn: int) -> str:
+    """The tag of a conversation's turn `turn` (1-based)."""
+    return f"turn_{turn}" if turn <= TURN_TAGS_UP_TO else f"turn_{TURN_TAGS_UP_TO + 1}+"
+
+
+def conversation_tags(turn: int) -> tuple[str, str]:
+    """The tags a conversation's turn carries besides its request class."""
+    return (FIRST_TURN if turn == 1 else FOLLOW_UP), turn_tag(turn)
+
+
+def conversation_tag_names(max_turns: int) -> list[str]:
+    """Every conversation tag that conversations of up to `max_turns` turns can produce."""
+    if max_turns < 2:
+        return []
+    return [FIRST_TURN, FOLLOW_UP, *(turn_tag(t) for t in range(1, min(max_turns, TURN_TAGS_UP_TO + 1) + 1))]
 
 
 class ErrorKind(StrEnum):
@@ -41,7 +63,7 @@ class RequestRecord:
     first chunk does not count. `itl_us` holds the gaps between consecutive token events.
     """
 
-    request_class: str
+    request_class: str  # shared or unique: the tag that partitions the requests
     started_at: float  # wall clock (time.time()) at send, for warm-up and the run window
     e2e_us: int
     ttft_us: int | None = None
@@ -52,6 +74,7 @@ class RequestRecord:
     error_kind: ErrorKind | None = None
     error_message: str | None = None
     send_lag_us: int | None = None  # open loop: actual send time minus scheduled send time
+    tags: tuple[str, ...] = ()  # the request's other tags (conversation turns), each counted on its own
 
     @property
     def ok(self) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from slogate.slo.hlog import HLOG_NAME, write_hlog
-from slogate.slo.html_report import HTML_NAME, write_html
+from slogate.slo.html_report import HTML_NAME, percent, write_html
 from slogate.slo.record import ALL
 from slogate.slo.report import Report
 from slogate.slo.verdict import Outcome
@@ -102,17 +102,22 @@ def render_markdown(report: Report) -> str:
     if metrics:
         lines += [
             "",
-            "| class | requests | failed | TTFT p50 | TTFT p95 | TTFT p99 | ITL p50 | TPOT p50 | E2E p95 | out tok/s |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| class | requests | failed | TTFT p50 | TTFT p95 | TTFT p99 | ITL p50 | TPOT p50 | E2E p95 | out tok/s "
+            "| prompt tok | cached |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for name, m in metrics.items():
             lines.append(
                 f"| {name} | {m['requests']} | {m['failures']} | {fmt(m['ttft_ms']['p50'])} | "
                 f"{fmt(m['ttft_ms']['p95'])} | {fmt(m['ttft_ms']['p99'])} | {fmt(m['itl_ms']['p50'])} | "
-                f"{fmt(m['tpot_ms']['p50'])} | {fmt(m['e2e_ms']['p95'])} | {fmt(m['output_tokens_per_s'])} |"
+                f"{fmt(m['tpot_ms']['p50'])} | {fmt(m['e2e_ms']['p95'])} | {fmt(m['output_tokens_per_s'])} | "
+                f"{fmt(m['mean_prompt_tokens'])} | {percent(m['prompt_cache_hit_rate'])} |"
             )
         lines.append("")
-        lines.append("Latencies in ms (HdrHistogram, 3 significant digits; nearest-rank percentiles).")
+        lines.append(
+            "Latencies in ms (HdrHistogram, 3 significant digits; nearest-rank percentiles). Prompt tok: mean "
+            "prompt tokens; cached: the share of them the server reported as cached (`cached_tokens`)."
+        )
         total = metrics.get(ALL, {})
         errors = total.get("errors_by_kind") or {}
         if errors:

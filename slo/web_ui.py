@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from slogate.slo.html_report import ASSETS, render_html, script_json
+from slogate.slo.html_report import ASSETS, percent, render_html, script_json
 from slogate.slo.render import observed_text, render_markdown
 from slogate.slo.report import Report
 
@@ -53,7 +53,8 @@ PAGE_ADDITIONS = (
 
 
 def rows(report: Report) -> list[dict[str, Any]]:
-    """The tab's table: per-class latency percentiles, each SLO, server figures, the verdict."""
+    """The tab's table: per-tag latency percentiles and prompt tokens (mean, share reported cached),
+    each SLO, server figures, the verdict."""
     out: list[dict[str, Any]] = []
     for cls, m in report.metrics_summary().items():
         for key, label in _LATENCY_ROWS:
@@ -67,6 +68,19 @@ def rows(report: Report) -> list[dict[str, Any]]:
                     "state": "",
                 }
             )
+        out.append(
+            {
+                "item": f"prompt {cls}: mean {m['mean_prompt_tokens']} tokens, {percent(m['prompt_cache_hit_rate'])} "
+                "reported cached",
+                "p50": "",
+                "p90": "",
+                "p95": "",
+                "p99": "",
+                "count": m["requests"],
+                "target": "",
+                "state": "",
+            }
+        )
     for r in report.slos:
         o = r.objective
         out.append(

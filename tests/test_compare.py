@@ -25,6 +25,29 @@ def report_for(shared_ms: float, unique_ms: float) -> Report:
     return judge(SPEC, store, RunInfo())
 
 
+def conversation_report(follow_up_ms: float, cached: int) -> Report:
+    store = MetricsStore()
+    for i in range(20):
+        for turn, ttft_ms in ((1, 300.0), (2, follow_up_ms)):
+            tags = ("first_turn", "turn_1") if turn == 1 else ("follow_up", "turn_2")
+            rec = RequestRecord(
+                "unique", 1.0 + i, e2e_us=int(ttft_ms * 1000) + 9000, ttft_us=int(ttft_ms * 1000),
+                prompt_tokens=100, cached_tokens=cached if turn == 2 else 0, tags=tags,
+            )  # fmt: skip
+            store.add(rec)
+    return judge(None, store, RunInfo())
+
+
+def test_conversations_compare_first_turns_and_follow_ups_with_their_cached_share(tmp_path: Path) -> None:
+    reports = {"no-cache": conversation_report(300, 0), "cache": conversation_report(30, 80)}
+    rows = {(r["profile"], r["class"]): r for r in comparison_rows(reports)}
+    assert rows[("cache", "follow_up")]["ttft_p95_vs_first"] == "0.10x"
+    assert rows[("cache", "follow_up")]["prompt_cache_hit_rate"] == 0.8
+    assert rows[("cache", "first_turn")]["prompt_cache_hit_rate"] == 0
+    md = write_comparison(reports, tmp_path)["markdown"].read_text()
+    assert "| cache | follow_up | 20 | 30.0 |" in md and "| 80.0% |" in md
+
+
 def test_table_has_ratios_to_the_first_profile_and_verdicts(tmp_path: Path) -> None:
     reports = {"before": report_for(340, 340), "after": report_for(25, 340)}
     rows = {(r["profile"], r["class"]): r for r in comparison_rows(reports)}
