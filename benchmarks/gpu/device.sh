@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu/device.sh receive partK # on the GPU, part1 .. part5 then "slogate", back to back
 #   bash benchmarks/gpu/device.sh setup         # on the GPU: install, check, place the model directories
 #   bash benchmarks/gpu/device.sh sweep ARGS    # on the GPU: benchmarks/gpu/sweep.py with ARGS, tar to $OUT
+#   bash benchmarks/gpu/device.sh capacity ARGS # on the GPU: `slogate capacity ARGS --out /tmp/gpu-capacity`, tar to $OUT
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SHARED="${SLOGATE_GPU_RECIPE:-$ROOT/../shared/gpu}"
@@ -27,7 +28,7 @@ gpu_env() {
   export PYTHONPATH="$SITE:$EXTRA_SITE:/tmp/slogate-pkg" HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 }
 
-case "${1:?usage: device.sh pack|receive K|setup|sweep ARGS}" in
+case "${1:?usage: device.sh pack|receive K|setup|sweep ARGS|capacity ARGS}" in
 pack)
   py="${PYTHON:-$ROOT/.venv/bin/python}"
   bash "$SHARED/fetch.sh" "$GPU_DIR"
@@ -92,6 +93,17 @@ sweep)
   out=/tmp/gpu-results
   code=0
   python3 "$ROOT/benchmarks/gpu/sweep.py" --out "$out" "$@" || code=$?
+  [ -z "${OUT:-}" ] || cp "$out.tar.gz" "$OUT/"
+  exit $code
+  ;;
+capacity)
+  shift
+  gpu_env
+  out=/tmp/gpu-capacity
+  code=0
+  python3 -m slogate.cli capacity --out "$out" "$@" || code=$?
+  # Every step's report stays in the archive; the hlog time series are left out (size).
+  tar --exclude='*.hlog' -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
   [ -z "${OUT:-}" ] || cp "$out.tar.gz" "$OUT/"
   exit $code
   ;;
