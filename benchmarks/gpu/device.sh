@@ -101,7 +101,9 @@ capacity)
   gpu_env
   out=/tmp/gpu-capacity
   code=0
-  python3 -m slogate.cli capacity --out "$out" "$@" || code=$?
+  # From /tmp: the checkout's own slogate/ folder, on the path as the cwd, would hide slogate.slo
+  # (gpu_env lays the package out in /tmp/slogate-pkg). Paths in ARGS must be absolute.
+  (cd /tmp && python3 -m slogate.cli capacity --out "$out" "$@") || code=$?
   # Every step's report stays in the archive; the hlog time series are left out (size).
   tar --exclude='*.hlog' -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
   [ -z "${OUT:-}" ] || cp "$out.tar.gz" "$OUT/"
