@@ -3,10 +3,12 @@
 Every script and style is inline (uPlot, vendored in slo/assets/, and slogate's chart code), and
 a Content-Security-Policy forbids the page any request: it opens offline, from a CI artifact or
 an e-mail, and looks the same in ten years. It shows the verdict and the SLO table (observed vs
-target, coloured), TTFT p50/p95 over time per request class with the SLO targets, requests and
+target, coloured; a goodput objective's target with its per-request limits), goodput per class,
+TTFT p50/p95 over time per request class with the SLO targets, requests and
 errors per second by kind over time, percentile curves (HdrHistogram style, log x axis) of TTFT,
 ITL and E2E per class, the server's figures over time (KV-cache usage, requests waiting and
-running, prefix-cache hit rate), the self-check, the workload and the exact command.
+running, prefix-cache hit rate; a trace replay's implied hit rate next to the measured one), the
+self-check, the workload and the exact command.
 
 The figures come from the report alone (its measurements, interval histograms included, and its
 server series), so `slogate judge` on a saved report draws the same page. Size: the page carries
@@ -34,7 +36,7 @@ from slogate.slo.histogram import LatencyHistogram
 from slogate.slo.intervals import INTERVAL_METRICS
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.record import ALL
-from slogate.slo.report import Report
+from slogate.slo.report import Report, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.self_check import summary as self_check_summary
 from slogate.slo.spec import Objective, SloSpec
 from slogate.slo.verdict import Outcome, Verdict
@@ -86,12 +88,6 @@ def epoch(iso: str | None) -> float | None:
         return None
 
 
-def target_label(o: Objective) -> str:
-    if o.is_latency:
-        return f"p{o.percentile:g} {o.metric}[{o.request_class}] <= {o.max:g} ms"
-    return o.describe()
-
-
 def targets(objectives: list[Objective] | tuple[Objective, ...]) -> list[dict[str, Any]]:
     """The latency objectives as chart lines: one per objective with a `max_ms`."""
     return [
@@ -101,7 +97,7 @@ def targets(objectives: list[Objective] | tuple[Objective, ...]) -> list[dict[st
             "class": o.request_class,
             "percentile": o.percentile,
             "max_ms": o.max,
-            "label": target_label(o),
+            "label": o.describe(),
         }
         for o in objectives
         if o.is_latency and o.max is not None
@@ -134,6 +130,13 @@ def curve(h: LatencyHistogram, grid: list[float]) -> list[float | None]:
     return out
 
 
+def charted_classes(store: MetricsStore) -> list[str]:
+    """The lines of the charts: `all` and the request classes, as the time series keeps them.
+    Conversation tags (`follow_up`, `turn_3`, ...) cut across the classes: they are in the tables,
+    where they read well, not drawn over the class lines."""
+    return [ALL, *sorted(store.classes)]
+
+
 def chart_data(report: Report, grids: dict[str, list[float]]) -> dict[str, Any]:
     """What the charts of one run draw (see slo/assets/slogate-charts.js); `grids`: the
     percentile curves' x points per metric (shared by every run of the page)."""
@@ -143,7 +146,7 @@ def chart_data(report: Report, grids: dict[str, list[float]]) -> dict[str, Any]:
     if origin is None and series and series["t"]:
         origin = series["t"][0]
     server = report.server or {}
-    classes = store.class_names() if not store.is_empty else [ALL]
+    classes = charted_classes(store)
     curves = {
         metric: {cls: curve(store.get(cls).latency[metric], grids[metric]) for cls in classes}
         for metric in INTERVAL_METRICS
@@ -199,7 +202,8 @@ def _target(o: Objective) -> str:
     parts = [f"&le; {o.max:g}{unit}"] if o.max is not None else []
     if o.min is not None:
         parts.append(f"&ge; {o.min:g}{unit}")
-    return " and ".join(parts)
+    limits = f" of requests with {e(o.describe_limits())}" if o.limits_ms else ""  # goodput
+    return " and ".join(parts) + limits
 
 
 def _verdict_badge(report: Report) -> str:
@@ -280,6 +284,29 @@ def _metrics_table(report: Report) -> str:
         "Prompt tok: mean prompt tokens; cached: the share the server reported as cached "
         "(<code>usage.prompt_tokens_details.cached_tokens</code>).</p>" + foot
     )
+
+
+def _goodput_table(report: Report) -> str:
+    """Goodput per class (requests that met every per-request limit), when the run counted it."""
+    goodput = goodput_summary(report.measurements)
+    if goodput["targets_ms"] is None or report.measurements.is_empty:
+        return ""
+    rows = "".join(
+        f"<tr><td>{e(cls)}</td><td class=num>{_num(g['good'])}</td><td class=num>{_num(g['requests'])}</td>"
+        f"<td class=num>{percent(g['fraction'])}</td><td class=num>{_num(g['goodput_rps'], 2)}</td></tr>"
+        for cls, g in goodput["classes"].items()
+    )
+    return (
+        '<table class="goodput"><thead><tr><th>class</th><th>good</th><th>requests</th><th>goodput</th>'
+        "<th>goodput req/s</th></tr></thead><tbody>" + rows + "</tbody></table>"
+        f'<p class="muted">Goodput: requests that met every per-request limit '
+        f"({e(describe_targets(goodput['targets_ms']))}).</p>"
+    )
+
+
+def _trace_facts(report: Report) -> str:
+    text = trace_cache_comparison(report.run, report.server)
+    return f'<p class="trace-cache">{e(text)}</p>' if text else ""
 
 
 def _kv_table(items: list[tuple[str, Any]]) -> str:
@@ -422,10 +449,11 @@ def _run_section(i: int, name: str | None, report: Report, data: dict[str, Any])
 {_regression_table(report)}
 <h3>Measured (per request class)</h3>
 {_metrics_table(report)}
+{_goodput_table(report)}
 <h3>Over time and in distribution</h3>
 <div class="charts">{"".join(charts)}</div>
 <div class="cols">
-<div><h3>Server (/metrics)</h3>{_server_facts(report)}</div>
+<div><h3>Server (/metrics)</h3>{_server_facts(report)}{_trace_facts(report)}</div>
 <div><h3>Self-check of the load generator</h3>{_self_check(report)}</div>
 </div>
 <div class="cols">
@@ -454,7 +482,7 @@ def _comparison(reports: list[tuple[str, Report]]) -> str:
             )
     classes: list[str] = []
     for _, report in reports:
-        for cls in report.measurements.class_names():
+        for cls in charted_classes(report.measurements):
             if cls not in classes:
                 classes.append(cls)
     overlays = "".join(

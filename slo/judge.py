@@ -90,6 +90,16 @@ def fold_regression(verdict: Verdict, reasons: list[str], regression: Regression
     return Verdict.INCONCLUSIVE if verdict == Verdict.PASS else verdict
 
 
+def fold_abort(verdict: Verdict, reasons: list[str], aborted: dict[str, Any] | None) -> Verdict:
+    """The verdict of a run `--slo-abort-on-fail` stopped (`run.aborted`, slo/window.py `Breach`): a
+    fail (exit 1) whose first reason says when and why; a usage error stays one (prepends to
+    `reasons`). Applied here, from the run's facts, so a saved aborted report judged again fails too."""
+    if aborted is None:
+        return verdict
+    reasons.insert(0, str(aborted.get("reason") or f"aborted: {aborted.get('objective')} failed over the window"))
+    return verdict if verdict == Verdict.ERROR else Verdict.FAIL
+
+
 def judge(
     spec: SloSpec | None,
     measurements: MetricsStore,
@@ -98,7 +108,8 @@ def judge(
     baseline: Baseline | None = None,
 ) -> Report:
     """The verdict on a run. Without a spec the run is measured, not gated (`ungated`, exit 0),
-    unless something made its figures doubtful (`inconclusive`, exit 3)."""
+    unless something made its figures doubtful (`inconclusive`, exit 3). A run stopped by
+    `--slo-abort-on-fail` (`run.aborted`) fails whatever its figures say."""
     problems = [*run.problems, *measurement_problems(measurements)]
     doubts = dropped_sends(measurements)
     saturation = assess(measurements, run.cpu_warning, run.processes, run.max_client_lag_ms)
@@ -107,8 +118,10 @@ def judge(
         problems += doubts
         reasons = [*problems, *([saturation.message] if saturation else [])]
         verdict = Verdict.INCONCLUSIVE if problems else Verdict.UNGATED
+        reasons = reasons or ["no SLO file: measured, not gated"]
+        verdict = fold_abort(verdict, reasons, run.aborted)
         return Report(
-            verdict, reasons or ["no SLO file: measured, not gated"], run, measurements, server=server,
+            verdict, reasons, run, measurements, server=server,
             saturated=saturation is not None,
         )  # fmt: skip
     evaluation = evaluate(spec, measurements, problems, server, saturation, doubts)
@@ -117,6 +130,7 @@ def judge(
     if baseline is not None:
         regression = check(spec.regressions, spec.regression_action, baseline, measurements, run.model, run.workload)
         verdict = fold_regression(verdict, reasons, regression)
+    verdict = fold_abort(verdict, reasons, run.aborted)
     return Report(verdict, reasons, run, measurements, evaluation.results, server, regression, saturation is not None)
 
 

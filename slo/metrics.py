@@ -12,6 +12,7 @@ series (`intervals`: per-interval histograms, slo/intervals.py), which travel in
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from slogate.slo.histogram import LatencyHistogram
@@ -199,7 +200,14 @@ class ClassMetrics:
         return out
 
 
-GOODPUT_METRICS = ("ttft", "tpot", "e2e")  # vLLM's goodput metrics (its `e2el` is our `e2e`)
+# The metrics a goodput limit can name and each one's value in a record (us), defined once: vLLM's
+# `--goodput` metrics (its `e2el` is our `e2e`). The SLO file's fields are these names with `_ms`
+# (slo/spec.py `GOODPUT_LIMITS`).
+GOODPUT_METRICS: dict[str, Callable[[RequestRecord], int | None]] = {
+    "ttft": lambda rec: rec.ttft_us,
+    "tpot": lambda rec: rec.tpot_us or 0,  # vLLM counts a one-token answer's TPOT as 0
+    "e2e": lambda rec: rec.e2e_us,
+}
 
 
 class MetricsStore:
@@ -259,12 +267,7 @@ class MetricsStore:
                     limits[metric] = min(limits.get(metric, float("inf")), max_ms * 1000)
             self._goodput_us[key] = limits
         for metric, max_us in limits.items():
-            if metric == "ttft":
-                value = rec.ttft_us
-            elif metric == "tpot":
-                value = rec.tpot_us or 0  # vLLM counts a one-token answer's TPOT as 0
-            else:
-                value = rec.e2e_us
+            value = GOODPUT_METRICS[metric](rec)
             if value is None or value > max_us:
                 return False
         return True

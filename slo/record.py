@@ -26,6 +26,11 @@ def conversation_tags(turn: int) -> tuple[str, str]:
     return (FIRST_TURN if turn == 1 else FOLLOW_UP), turn_tag(turn)
 
 
+def is_conversation_tag(name: str) -> bool:
+    """Whether `name` is a conversation tag (`first_turn`, `follow_up`, `turn_<k>`), not a request class."""
+    return name in conversation_tag_names(TURN_TAGS_UP_TO + 1)
+
+
 def conversation_tag_names(max_turns: int) -> list[str]:
     """Every conversation tag that conversations of up to `max_turns` turns can produce."""
     if max_turns < 2:

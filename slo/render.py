@@ -17,7 +17,7 @@ from xml.etree import ElementTree as ET
 from slogate.slo.hlog import HLOG_NAME, write_hlog
 from slogate.slo.html_report import HTML_NAME, percent, write_html
 from slogate.slo.record import ALL
-from slogate.slo.report import Report
+from slogate.slo.report import Report, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.verdict import Outcome
 from slogate.slo.vllm_export import write_export
 
@@ -128,6 +128,7 @@ def render_markdown(report: Report) -> str:
                 f"{total['unfinished_waiting']} were still waiting for their first token and count in TTFT "
                 "with the time they had waited (a lower bound)."
             )
+    lines += _goodput_markdown(report)
     server = report.server
     if server and server.get("available"):
         ttft = server.get("server_ttft_ms") or {}
@@ -142,7 +143,24 @@ def render_markdown(report: Report) -> str:
         lines.append(f"Server (/metrics, {server['scrapes']} scrapes): " + ", ".join(figures) + ".")
     elif server:
         lines.append(f"Server figures unavailable: {server.get('error')}.")
+    trace = trace_cache_comparison(run, server)
+    if trace:
+        lines.append(trace)
     return "\n".join(lines) + "\n"
+
+
+def _goodput_markdown(report: Report) -> list[str]:
+    """Goodput per class (requests that met every per-request limit), when the run counted it."""
+    goodput = goodput_summary(report.measurements)
+    if goodput["targets_ms"] is None or report.measurements.is_empty:
+        return []
+    lines = ["", "| class | good | requests | goodput | goodput req/s |", "|---|---|---|---|---|"]
+    for name, g in goodput["classes"].items():
+        lines.append(
+            f"| {name} | {g['good']} | {g['requests']} | {percent(g['fraction'])} | {fmt(g['goodput_rps'], 2)} |"
+        )
+    limits = describe_targets(goodput["targets_ms"])
+    return [*lines, "", f"Goodput: requests that met every per-request limit ({limits}).", ""]
 
 
 def render_junit(report: Report) -> str:

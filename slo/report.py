@@ -139,6 +139,50 @@ def goodput_summary(m: MetricsStore) -> dict[str, Any]:
     return {"targets_ms": m.goodput_targets_ms, "classes": classes}
 
 
+def describe_targets(targets_ms: dict[str, dict[str, float]] | None) -> str:
+    """Goodput's per-request limits by class, e.g. `all: ttft <= 200 ms, tpot <= 50 ms`; "none"."""
+    if not targets_ms:
+        return "none"
+    return "; ".join(
+        f"{cls}: " + ", ".join(f"{metric} <= {ms:g} ms" for metric, ms in sorted(limits.items()))
+        for cls, limits in targets_ms.items()
+    )
+
+
+def trace_cache_comparison(run: RunInfo, server: dict[str, Any] | None) -> str | None:
+    """A trace replay's expected prefix-cache hit rate against the server's measured one, one
+    sentence; None when the run replayed no trace. The trace implies a rate from its block ids
+    (tokens of blocks seen before / all tokens; and over blocks); the server's `/metrics` counts
+    the tokens it found cached. Far apart: the cache was too small, or the prompts not exact."""
+    trace = run.workload.get("trace")  # file, requests, block_tokens, speedup, implied_*_hit_rate, exact
+    if not isinstance(trace, dict):
+        return None
+    measured = server.get("prefix_cache_hit_rate") if server and server.get("available") else None
+    details = [
+        f"over blocks {_rate(trace.get('implied_block_hit_rate'))}",
+        f"trace {trace.get('file') or '?'}: {_number(trace.get('requests'))} requests",
+        f"{_number(trace.get('block_tokens'))}-token blocks",
+        f"speedup {_number(trace.get('speedup'))}x",
+    ]
+    if trace.get("exact") is False:
+        details.append("prompts not token-exact, so the implied rate is approximate")
+    return (
+        f"Prefix-cache hit rate implied by the trace {_rate(trace.get('implied_token_hit_rate'))} vs measured by "
+        f"the server {_rate(measured) if measured is not None else 'not measured (no /metrics)'} "
+        f"({'; '.join(details)})."
+    )
+
+
+def _rate(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, int | float) else "?"
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:g}" if isinstance(value, float) else "?"
+
+
 def objective_json(r: ObjectiveResult) -> dict[str, Any]:
     o = r.objective
     return {

@@ -23,7 +23,7 @@ from slogate.slo.publish import AlertSettings, publish
 from slogate.slo.record import ALL, PREFIX_CLASSES
 from slogate.slo.render import write_reports
 from slogate.slo.report import Report, ReportError, RunInfo, utc_iso
-from slogate.slo.spec import SloSpecError, load_spec, with_overrides
+from slogate.slo.spec import SloSpecError, goodput_targets, load_spec, with_overrides
 from slogate.slo.vllm_bench import VllmBenchError, load_vllm_bench, looks_like_vllm_bench
 
 VLLM_BENCH = "vllm-bench"
@@ -43,7 +43,10 @@ class SavedRun:
     classes: list[str] = field(default_factory=lambda: [ALL])  # the classes an SLO may name
 
 
-def load_result(path: str | Path) -> SavedRun:
+def load_result(path: str | Path, goodput_targets_ms: dict[str, dict[str, float]] | None = None) -> SavedRun:
+    """The measurements and run facts in `path`. `goodput_targets_ms` (slo/spec.py `goodput_targets`)
+    counts a `vllm bench serve` result's good requests, record by record as they are read; a
+    slogate report keeps the counts its run made against the run's own limits."""
     p = Path(path)
     try:
         data = json.loads(p.read_text())
@@ -60,7 +63,7 @@ def load_result(path: str | Path) -> SavedRun:
         return SavedRun(report.measurements, report.run, report.server, [ALL, *PREFIX_CLASSES, *measured])
     if looks_like_vllm_bench(data):
         try:
-            bench = load_vllm_bench(data, str(p))
+            bench = load_vllm_bench(data, str(p), goodput_targets_ms)
         except VllmBenchError as e:
             raise ResultError(str(e)) from None
         run = RunInfo(
@@ -92,8 +95,8 @@ def judge_file(
 ) -> int:
     """Judge `result` against `slo_file` (and `baseline`), alert, write the reports; the exit code."""
     try:
-        saved = load_result(result)
         spec = with_overrides(load_spec(slo_file), min_samples=min_samples, warmup_s=warmup_s)
+        saved = load_result(result, goodput_targets(spec))
         check_classes(spec, saved.classes, "this result")
         base = load_baseline(baseline) if baseline else None
     except (ResultError, SloSpecError, UnknownClass, BaselineError) as e:

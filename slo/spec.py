@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from slogate.slo.metrics import LATENCY_METRICS
+from slogate.slo.metrics import GOODPUT_METRICS, LATENCY_METRICS
 from slogate.slo.record import ALL
 from slogate.slo.regression import RegressionRule
 
@@ -51,7 +51,7 @@ SERVER_METRICS = {
 FRACTION_METRICS = ("error_rate", "prefix_cache_hit_rate", "kv_cache_usage")
 # Goodput (vLLM's and DistServe's): the fraction of requests that met every per-request limit.
 GOODPUT = "goodput"
-GOODPUT_LIMITS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "e2e_ms": "e2e"}  # field -> the metric it limits
+GOODPUT_LIMITS = {f"{m}_ms": m for m in GOODPUT_METRICS}  # field -> the metric it limits
 METRICS = (*LATENCY_METRICS, *RATE_METRICS, GOODPUT, *SERVER_METRICS)
 _TOP_LEVEL_KEYS = {"slos", "min_samples", "warmup_s", "regressions", "regression_action"}
 _LATENCY_KEYS = {"name", "metric", "percentile", "max_ms", "class"}
@@ -82,13 +82,16 @@ class Objective:
     def is_server(self) -> bool:
         return self.metric in SERVER_METRICS
 
+    def describe_limits(self) -> str:
+        """A goodput objective's per-request limits, e.g. `tpot <= 50 ms, ttft <= 200 ms`."""
+        return ", ".join(f"{metric} <= {ms:g} ms" for metric, ms in self.limits_ms)
+
     def describe(self) -> str:
         """Human form, e.g. `p95 ttft[all] <= 200 ms`."""
         if self.is_latency:
             return f"p{self.percentile:g} {self.metric}[{self.request_class}] <= {self.max:g} ms"
         if self.metric == GOODPUT:
-            limits = ", ".join(f"{metric} <= {ms:g} ms" for metric, ms in self.limits_ms)
-            return f"goodput[{self.request_class}] >= {self.min:g} ({limits})"
+            return f"goodput[{self.request_class}] >= {self.min:g} ({self.describe_limits()})"
         parts = []
         if self.min is not None:
             parts.append(f">= {self.min:g}")

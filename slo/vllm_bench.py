@@ -184,8 +184,12 @@ def _status_of(line: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def load_vllm_bench(data: dict, source: str) -> VllmBenchRun:
+def load_vllm_bench(
+    data: dict, source: str, goodput_targets_ms: dict[str, dict[str, float]] | None = None
+) -> VllmBenchRun:
     """The measurements in a vllm bench result; `source` names the file in error messages.
+    `goodput_targets_ms` (slo/spec.py `goodput_targets`): the per-request limits good requests are
+    counted against, as each record is added (the store counts them only then).
 
     Raises VllmBenchError on malformed content: a per-request list missing (the result was saved
     without --save-detailed) or of another length than `ttfts`, or an entry of the wrong type.
@@ -228,6 +232,7 @@ def load_vllm_bench(data: dict, source: str) -> VllmBenchRun:
     starts, started_at = _on_wall_clock(starts, _text(data.get("date")), duration)
 
     store = MetricsStore()
+    store.set_goodput_targets(goodput_targets_ms)
     for i in range(n):
         failed = bool(errors[i]) or e2es[i] <= 0
         itl_us = [_us(g) for g in itls[i]]

@@ -11,8 +11,10 @@ the bound. A bound above the target means even the luckiest plausible truth brea
 
 The window is read from the run's time series (slo/intervals.py: per-interval histograms by
 request start), the whole intervals that overlap the last `window_s` seconds. Only metrics the
-time series keeps (TTFT, ITL, E2E) are windowed; every other objective is judged at the end as
-usual. The judge knows nothing of Locust: slo/locust_plugin.py calls `first_breach` and stops.
+time series keeps (TTFT, ITL, E2E) on `all` or a request class are windowed; every other objective,
+conversation tags' included (`unwindowed_note` says so once), is judged at the end as usual.
+The judge knows nothing of Locust: slo/locust_plugin.py calls `first_breach`, stops, and puts the
+`Breach` in `RunInfo.aborted`, which the judge (slo/judge.py `fold_abort`) turns into a fail.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from slogate.slo.histogram import LatencyHistogram
 from slogate.slo.intervals import INTERVAL_METRICS, IntervalSeries, merged
-from slogate.slo.report import Report, utc_iso
+from slogate.slo.record import is_conversation_tag
+from slogate.slo.report import utc_iso
 from slogate.slo.spec import Objective, SloSpec
-from slogate.slo.verdict import Verdict
 
 ABORT_CONFIDENCE = 0.99  # one-sided; checked every few seconds, so kept strict
 DEFAULT_WINDOW_S = 30.0
@@ -88,9 +90,31 @@ def windowed(series: IntervalSeries, metric: str, request_class: str, now: float
     return merged(hists) or LatencyHistogram()
 
 
+def _windowable(o: Objective) -> bool:
+    return o.is_latency and o.metric in INTERVAL_METRICS
+
+
 def windowed_objectives(spec: SloSpec) -> list[Objective]:
-    """The objectives a window can judge: latency percentiles of metrics the time series keeps."""
-    return [o for o in spec.objectives if o.is_latency and o.metric in INTERVAL_METRICS]
+    """The objectives a window can judge: latency percentiles of metrics the time series keeps, on
+    `all` or a request class (the time series is kept per class, not per conversation tag)."""
+    return [o for o in spec.objectives if _windowable(o) and not is_conversation_tag(o.request_class)]
+
+
+def unwindowed_note(spec: SloSpec) -> str | None:
+    """One line naming the windowable objectives on a conversation tag (`follow_up`, `turn_3`, ...),
+    which the window skips and only the end-of-run verdict judges; None when there are none.
+
+    Why not window them too: the time series would need a histogram set per tag and interval (up
+    to 11 more per class), which every report, hlog and worker message would carry for a figure
+    only the abort reads; an abort on the request class or `all` covers a run that is past its knee."""
+    skipped = [o for o in spec.objectives if _windowable(o) and is_conversation_tag(o.request_class)]
+    if not skipped:
+        return None
+    names = ", ".join(f"{o.name} ({o.describe()})" for o in skipped)
+    return (
+        f"--slo-abort-on-fail: {names}: on a conversation tag, not judged over the window "
+        "(the time series is per request class); judged at the end of the run"
+    )
 
 
 def first_breach(
@@ -121,13 +145,3 @@ def first_breach(
                 o.name, o.describe(), now, now - started_at, window_s, h.count, observed, bound, client_delay_ms
             )
     return None
-
-
-def with_breach(report: Report, breach: Breach) -> Report:
-    """The final report of an aborted run: a fail (exit 1) that says when and why it stopped. A
-    usage error stays one."""
-    report.run.aborted = breach.to_json()
-    report.reasons.insert(0, breach.message)
-    if report.verdict != Verdict.ERROR:
-        report.verdict = Verdict.FAIL
-    return report

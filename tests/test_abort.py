@@ -1,6 +1,7 @@
 """Abort on breach (`--slo-abort-on-fail`): a sliding-window judge that stops a run once an
 objective fails beyond what noise explains."""
 
+import json
 import math
 from pathlib import Path
 
@@ -8,9 +9,10 @@ import pytest
 from slogate.slo.judge import judge
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.record import RequestRecord
-from slogate.slo.report import RunInfo
+from slogate.slo.report import Report, RunInfo
+from slogate.slo.saved import judge_file
 from slogate.slo.spec import parse_spec
-from slogate.slo.window import ABORT_CONFIDENCE, first_breach, lower_bound_rank, with_breach
+from slogate.slo.window import ABORT_CONFIDENCE, first_breach, lower_bound_rank, unwindowed_note, windowed_objectives
 
 SPEC = parse_spec(
     {"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}], "min_samples": 20}
@@ -80,10 +82,43 @@ def test_an_aborted_run_fails_and_says_when_and_why() -> None:
     store = store_with([400.0] * 60)
     breach = first_breach(SPEC, store.intervals, NOW, NOW - 25, 30)
     assert breach is not None
-    report = with_breach(judge(SPEC, store, RunInfo()), breach)
+    report = judge(SPEC, store, RunInfo(aborted=breach.to_json()))
     assert report.verdict == "fail" and report.exit_code == 1
     assert report.reasons[0].startswith("aborted after 25 s")
     assert report.to_json()["run"]["aborted"]["objective"] == "ttft-p95"
+
+
+def test_judging_a_saved_aborted_report_again_still_fails(tmp_path: Path) -> None:
+    # Stopped on a window that breached; over the whole run the figures pass. The abort is a fact of
+    # the run, so `slogate judge` on its report must give the live verdict: fail, exit 1.
+    breach = first_breach(SPEC, store_with([400.0] * 60).intervals, NOW, NOW - 25, 30)
+    assert breach is not None
+    passing = store_with([100.0] * 60)
+    assert judge(SPEC, passing, RunInfo()).exit_code == 0
+    saved = tmp_path / "slo-report.json"
+    saved.write_text(json.dumps(judge(SPEC, passing, RunInfo(aborted=breach.to_json())).to_json()))
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 20\n")
+    assert judge_file(str(saved), str(slo), str(tmp_path / "again")) == 1
+    again = Report.from_json(json.loads((tmp_path / "again" / "slo-report.json").read_text()))
+    assert again.reasons[0] == breach.message and again.run.aborted is not None
+
+
+def test_abort_objectives_on_conversation_tags_are_skipped_by_the_window() -> None:
+    # The time series is per request class; a tag (follow_up, turn_3) has no window to judge.
+    spec = parse_spec(
+        {
+            "slos": [
+                {"name": "all", "metric": "ttft", "percentile": 95, "max_ms": 200},
+                {"name": "follow", "metric": "ttft", "percentile": 95, "max_ms": 200, "class": "follow_up"},
+                {"name": "third", "metric": "e2e", "percentile": 95, "max_ms": 900, "class": "turn_3"},
+            ]
+        }
+    )
+    assert [o.name for o in windowed_objectives(spec)] == ["all"]
+    assert "follow (p95 ttft[follow_up]" in (unwindowed_note(spec) or "")
+    assert "third" in (unwindowed_note(spec) or "")
+    assert unwindowed_note(SPEC) is None
 
 
 @pytest.mark.parametrize("users", [["-u", "1"], ["--processes", "2", "-u", "2", "-r", "2"]], ids=["local", "master"])

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 from slogate.slo.evaluate import evaluate
+from slogate.slo.html_report import render_html
 from slogate.slo.judge import judge
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.record import ALL, ErrorKind, RequestRecord
-from slogate.slo.render import write_reports
+from slogate.slo.render import render_markdown, write_reports
 from slogate.slo.report import Report, RunInfo
 from slogate.slo.self_check import Saturation
-from slogate.slo.spec import SloSpecError, goodput_targets, parse_spec
+from slogate.slo.spec import GOODPUT_LIMITS, SloSpecError, goodput_targets, parse_spec
 
 
 def spec(*objectives: dict, min_samples: int = 10):
@@ -147,3 +148,41 @@ def test_a_live_run_counts_good_requests_against_the_goodput_limits(
     assert shared["requests"] >= 3 and shared["good"] == 0 and shared["goodput_rps"] == 0
     (good,) = [s for s in report["slos"] if s["name"] == "good"]
     assert good["observed"] == 0 and good["result"] == "fail" and run.code == 1
+
+
+@pytest.mark.parametrize("field", sorted(GOODPUT_LIMITS))
+def test_each_goodput_field_limits_its_own_metric(field: str) -> None:
+    # One definition (slo/metrics.py GOODPUT_METRICS): each field the SLO file takes counts a request
+    # over that limit, and only that one, as not good.
+    s = parse_spec({"slos": [{"metric": "goodput", "min": 0.5, field: 150}]})
+    metric = GOODPUT_LIMITS[field]
+    store = MetricsStore()
+    store.set_goodput_targets(goodput_targets(s))
+    within = RequestRecord("shared", 1.0, e2e_us=140_000, ttft_us=100_000, itl_us=[10_000] * 4, completion_tokens=5)
+    over = {
+        "ttft": RequestRecord("shared", 2.0, e2e_us=170_000, ttft_us=160_000, completion_tokens=1),
+        "tpot": RequestRecord("shared", 2.0, e2e_us=160_000, ttft_us=100, completion_tokens=2),
+        "e2e": RequestRecord("shared", 2.0, e2e_us=160_000, ttft_us=100_000, completion_tokens=1),
+    }[metric]
+    store.add(within)
+    store.add(over)
+    assert store.get("all").good == 1
+
+
+def test_goodput_per_class_is_in_the_summary_and_the_html_report(tmp_path: Path) -> None:
+    s = spec(GOODPUT)
+    report = judge(s, store_for(goodput_targets(s), 17, 1, 1, failed=1), RunInfo())
+    rps = 17 / report.measurements.get("shared").duration_s
+    paths = write_reports(report, tmp_path)
+    markdown = paths["markdown"].read_text()
+    assert f"| shared | 17 | 20 | 85.0% | {rps:.2f} |" in markdown
+    assert "every per-request limit (shared: tpot <= 50 ms, ttft <= 200 ms)" in markdown
+    html = paths["html"].read_text()
+    assert "<th>goodput req/s</th>" in html and f"<td class=num>{rps:,.2f}</td>" in html
+    # The target cell says what a good request is, not only the floor.
+    assert "<td>&ge; 0.9 of requests with tpot &lt;= 50 ms, ttft &lt;= 200 ms</td>" in html
+
+
+def test_without_goodput_limits_no_goodput_table() -> None:
+    report = judge(parse_spec({"slos": [{"metric": "error_rate", "max": 0.1}]}), store_for(None, 5, 0, 0), RunInfo())
+    assert "goodput req/s" not in render_markdown(report) and "goodput req/s" not in render_html(report)

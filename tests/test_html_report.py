@@ -1,5 +1,9 @@
 """`slo-report.html`: self-contained (no request leaves the page), small, and drawn for real in
-headless Chromium; the screenshot in the README comes from here (docs/html-report.png)."""
+headless Chromium.
+
+The browser test writes its screenshots under pytest's tmp_path (and test-artifacts/); with
+`SLOGATE_UPDATE_DOCS=1` it also regenerates the README's docs/html-report.png. Tests never write
+tracked files otherwise."""
 
 import json
 import math
@@ -14,15 +18,16 @@ import pytest
 from slogate.slo.html_report import CSP, HTML_NAME, render_html, write_html
 from slogate.slo.judge import judge
 from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ErrorKind, RequestRecord
-from slogate.slo.render import write_reports
+from slogate.slo.record import ErrorKind, RequestRecord, conversation_tags
+from slogate.slo.render import render_markdown, write_reports
 from slogate.slo.report import Report, RunInfo, utc_iso
 from slogate.slo.server_metrics import ServerMetrics
-from slogate.slo.spec import parse_spec
+from slogate.slo.spec import goodput_targets, parse_spec
 
 from tests.conftest import ROOT
 
 DOCS = ROOT / "docs"
+UPDATE_DOCS = os.environ.get("SLOGATE_UPDATE_DOCS") == "1"  # regenerate docs/*.png (see the docstring)
 T0 = 1_764_662_400.0
 SPEC = parse_spec(
     {
@@ -31,6 +36,7 @@ SPEC = parse_spec(
             {"name": "ttft-p95-unique", "metric": "ttft", "percentile": 95, "max_ms": 1500, "class": "unique"},
             {"name": "e2e-p99", "metric": "e2e", "percentile": 99, "max_ms": 3000},
             {"name": "errors", "metric": "error_rate", "max": 0.02},
+            {"name": "good", "metric": "goodput", "min": 0.9, "ttft_ms": 1500, "tpot_ms": 20},
         ],
         "min_samples": 20,
     }
@@ -42,17 +48,22 @@ def synthetic_run(duration_s: float, rate: float, tokens: int = 32, seed: int = 
     slows down for a minute (TTFT x3, requests queue, the KV cache fills), and 1% time out."""
     rng = random.Random(seed)
     store = MetricsStore()
+    store.set_goodput_targets(goodput_targets(SPEC))
     t = T0 + 5.0
+    turn = 0
     while t < T0 + duration_s:
         cls = "shared" if rng.random() < 0.6 else "unique"
         slow = 3.0 if (t - T0) % 600 > 540 else 1.0
         ttft = int(rng.lognormvariate(0, 0.25) * (60_000 if cls == "shared" else 700_000) * slow)
         itl = [int(rng.lognormvariate(0, 0.3) * 6_000) for _ in range(tokens)]
         err = ErrorKind.TIMEOUT if rng.random() < 0.01 * slow else None
+        turn = turn % 3 + 1  # conversations of three turns: tags next to the classes
+        cached = 2048 if cls == "shared" else 0
         store.add(
             RequestRecord(
                 cls, t, e2e_us=ttft + sum(itl), ttft_us=None if err else ttft, itl_us=[] if err else itl,
                 prompt_tokens=3000, completion_tokens=None if err else tokens + 1, error_kind=err,
+                cached_tokens=None if err else cached + (turn - 1) * 400, tags=conversation_tags(turn),
             )
         )  # fmt: skip
         t += rng.expovariate(rate)
@@ -79,7 +90,7 @@ def synthetic_run(duration_s: float, rate: float, tokens: int = 32, seed: int = 
         warmup_s=5.0,
         users=8,
         slo_file="slo.yaml",
-        workload={"seed": 0, "shared_prefix_tokens": 3000, "max_tokens": tokens + 1, "prompt_nonce": "a1b2c3"},
+        workload={"seed": 0, "shared_prefix_tokens": 3000, "max_tokens": tokens + 1, "prompt_nonce": "a1", "turns": 3},
         command="locust -f chat.py --host http://vllm.internal:8000 --slo-file slo.yaml -u 8 -r 8 -t 10m",
     )
     return judge(SPEC, store, run, server.summary())
@@ -184,6 +195,7 @@ def open_page(driver, path: Path) -> list:
 
 
 def test_in_chromium_nothing_leaves_the_page_and_every_chart_is_drawn(tmp_path: Path) -> None:
+    """Also the README's screenshot: into tmp_path, and docs/html-report.png with SLOGATE_UPDATE_DOCS=1."""
     report = synthetic_run(900, 4)
     path = write_reports(report, tmp_path)["html"]
     compare = write_html({"baseline": synthetic_run(600, 4, seed=3), "tuned": report}, tmp_path / "comparison.html")
@@ -207,10 +219,10 @@ def test_in_chromium_nothing_leaves_the_page_and_every_chart_is_drawn(tmp_path: 
         driver.get(path.as_uri())
         open_page(driver, path)
         assert driver.execute_script("return document.querySelector('.verdict').textContent") == report.verdict.upper()
-        DOCS.mkdir(exist_ok=True)
         driver.set_window_size(1280, 1500)
         time.sleep(0.3)
-        driver.save_screenshot(str(DOCS / "html-report.png"))
+        shot = (DOCS if UPDATE_DOCS else tmp_path) / "html-report.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
         height = driver.execute_script("return document.body.scrollHeight")
         driver.set_window_size(1280, min(height + 40, 8000))
         time.sleep(0.3)
@@ -224,3 +236,33 @@ def test_in_chromium_nothing_leaves_the_page_and_every_chart_is_drawn(tmp_path: 
     finally:
         driver.quit()
     assert math.isfinite(path.stat().st_size) and path.name == HTML_NAME
+
+
+TRACE = {
+    "file": "mooncake.jsonl", "requests": 120, "block_tokens": 16, "speedup": 2.0,
+    "implied_token_hit_rate": 0.501, "implied_block_hit_rate": 0.52, "exact": True,
+}  # fmt: skip
+
+
+def trace_report(trace: dict | None, server: dict | None) -> Report:
+    store = MetricsStore()
+    for i in range(10):
+        store.add(RequestRecord("shared", T0 + i, e2e_us=90_000, ttft_us=50_000, prompt_tokens=100))
+    return judge(SPEC, store, RunInfo(workload={"trace": trace} if trace else {}), server)
+
+
+def test_a_trace_replays_implied_hit_rate_is_shown_next_to_the_servers(tmp_path: Path) -> None:
+    server = {"available": True, "scrapes": 30, "prefix_cache_hit_rate": 0.494}
+    paths = write_reports(trace_report(TRACE, server), tmp_path)
+    sentence = "Prefix-cache hit rate implied by the trace 0.501 vs measured by the server 0.494"
+    markdown, html = paths["markdown"].read_text(), paths["html"].read_text()
+    assert sentence in markdown and sentence in html
+    details = "over blocks 0.520; trace mooncake.jsonl: 120 requests; 16-token blocks; speedup 2x"
+    assert details in markdown and details in html
+    assert "approximate" not in markdown
+    # Prompts that are not token-exact, and a server without /metrics, are said as such.
+    rough = render_markdown(trace_report({**TRACE, "exact": False}, {"available": False, "error": "404"}))
+    assert "measured by the server not measured (no /metrics)" in rough and "approximate" in rough
+    # No trace: no such line.
+    plain = trace_report(None, server)
+    assert "implied by the trace" not in render_markdown(plain) and "implied by the trace" not in render_html(plain)

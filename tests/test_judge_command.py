@@ -162,3 +162,25 @@ def test_an_unknown_export_format_is_a_usage_error_with_a_report(tmp_path: Path,
     assert code == exitcodes.USAGE
     assert "unknown format 'csv'" in capsys.readouterr().err
     assert report_of(out)["exit_code"] == exitcodes.USAGE
+
+
+def test_a_goodput_objective_is_judged_on_a_vllm_bench_result(tmp_path: Path) -> None:
+    # vllm bench's file has per-request timings: the SLO file's goodput limits count its good
+    # requests as they are read, as a live run counts them.
+    data = json.loads(CHAT.read_text())
+    ok = [not err and e2e > 0 for err, e2e in zip(data["errors"], data["latencies"], strict=True)]
+    good = sum(o and ttft * 1000 <= 3.0 for o, ttft in zip(ok, data["ttfts"], strict=True))
+    assert 0 < good < sum(ok)  # the limit splits the successes
+    fraction = good / len(ok)
+
+    def goodput_slo(floor: float) -> str:
+        body = f"slos:\n  - {{name: good, metric: goodput, min: {floor}, ttft_ms: 3}}\nmin_samples: 10\n"
+        return slo(tmp_path, body, f"goodput-{floor}.yaml")
+
+    out = tmp_path / "pass"
+    assert judge_file(str(CHAT), goodput_slo(round(fraction - 0.05, 3)), str(out)) == exitcodes.PASS
+    report = report_of(out)
+    assert report["slos"][0]["observed"] == pytest.approx(fraction)
+    assert report["goodput"]["classes"]["all"]["good"] == good
+    assert report["goodput"]["targets_ms"] == {"all": {"ttft": 3.0}}
+    assert judge_file(str(CHAT), goodput_slo(round(fraction + 0.05, 3)), str(tmp_path / "fail")) == exitcodes.FAIL

@@ -1,5 +1,8 @@
 """The "TTFT / SLO" tab in Locust's web UI, driven in a real headless Chromium, and its endpoints.
-The browser test saves the README's screenshot of the tab (docs/web-ui-tab.png)."""
+
+The browser test writes its screenshots under pytest's tmp_path (and test-artifacts/); with
+`SLOGATE_UPDATE_DOCS=1` it also regenerates the README's docs/web-ui-tab.png. Tests never write
+tracked files otherwise."""
 
 import json
 import os
@@ -23,6 +26,7 @@ SECRETS = {
 }
 ARTIFACTS = Path(os.environ.get("SLOGATE_ARTIFACTS", ROOT / "test-artifacts"))
 DOCS = ROOT / "docs"
+UPDATE_DOCS = os.environ.get("SLOGATE_UPDATE_DOCS") == "1"  # regenerate docs/*.png (see the docstring)
 
 
 def get(url: str, post: bool = False) -> tuple[int, str]:
@@ -137,7 +141,7 @@ def chromium() -> tuple[str, str] | None:
     return (browser, driver) if browser and driver else None
 
 
-def test_a_run_from_the_form_fills_the_tab_in_a_real_browser(web_ui: str) -> None:
+def test_a_run_from_the_form_fills_the_tab_in_a_real_browser(web_ui: str, tmp_path: Path) -> None:
     found = chromium()
     if found is None:
         if os.environ.get("SLOGATE_REQUIRE_BROWSER") == "1":
@@ -177,8 +181,8 @@ def test_a_run_from_the_form_fills_the_tab_in_a_real_browser(web_ui: str) -> Non
         wait.until(lambda d: drawn(d) > first)
         assert chart_ink(driver) > 100  # the p95 line of `all` in its colour, not just axes
         wait.until(lambda d: drawn(d) >= 8)
-        DOCS.mkdir(exist_ok=True)
-        driver.save_screenshot(str(DOCS / "web-ui-tab.png"))  # the README's picture: the tab while running
+        shot = (DOCS if UPDATE_DOCS else tmp_path) / "web-ui-tab.png"  # the README's picture: the tab while running
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
         driver.save_screenshot(str(ARTIFACTS / "web-ui-running.png"))
         driver.find_element(By.XPATH, "//button[contains(., 'Stop') or contains(., 'STOP')]").click()
         verdict = wait.until(ec.presence_of_element_located((By.XPATH, "//td[normalize-space(.)='verdict']")))
