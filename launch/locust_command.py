@@ -13,7 +13,12 @@ from pathlib import Path
 import slogate.locustfiles
 
 LOCUSTFILE_DIR = Path(slogate.locustfiles.__file__).resolve().parent
-LOCUSTFILES = {"chat": "chat.py", "open-loop": "chat_open_loop.py", "openai": "chat_openai.py"}
+LOCUSTFILES = {
+    "chat": "chat.py",
+    "open-loop": "chat_open_loop.py",
+    "openai": "chat_openai.py",
+    "trace": "chat_trace.py",
+}
 
 
 def locustfile_path(name: str) -> Path:

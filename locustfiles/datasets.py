@@ -189,6 +189,12 @@ def _jsonl_items(text: str) -> Iterator[tuple[int, object]]:
                 raise DatasetError(f"{line}: not valid JSON ({getattr(e, 'msg', e)})") from None
 
 
+def dataset_format(path: str | Path) -> str:
+    """`sharegpt` (a JSON list) or `chat-jsonl`, as `load_dataset` tells them apart."""
+    with open(path, encoding="utf-8") as text:
+        return "sharegpt" if text.read(4096).lstrip().startswith("[") else "chat-jsonl"
+
+
 def load_dataset(path: str | Path, max_tokens: int | None = None) -> list[Conversation]:
     """Every conversation of a dataset file, validated in full; raises `DatasetError`.
 
@@ -216,10 +222,12 @@ def load_dataset(path: str | Path, max_tokens: int | None = None) -> list[Conver
     return conversations
 
 
-def sampled(conversations: Sequence[Conversation], seed: int) -> Iterator[Conversation]:
+def sampled(conversations: Sequence[Conversation], seed: int, worker: int = 0) -> Iterator[Conversation]:
     """The conversations without end, in a seeded order: each pass is a new permutation, so every
-    entry is used once before any is used twice. The same seed gives the same sequence."""
-    rng = random.Random(f"slogate-dataset:{seed}")
+    entry is used once before any is used twice. The same seed gives the same sequence; each
+    `--processes` worker has its own (the same order everywhere would send the same entry from
+    every worker at once, and flatter the server's prefix cache)."""
+    rng = random.Random(f"slogate-dataset:{seed}" + (f":worker-{worker}" if worker else ""))
     order = list(range(len(conversations)))
     while True:
         rng.shuffle(order)

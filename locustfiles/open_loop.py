@@ -56,7 +56,12 @@ def wait_until(deadline: float) -> None:
         gevent.sleep(0)
 
 
-class OpenLoopChatUser(SseChatUser):
+class OpenLoopSender(SseChatUser):
+    """What open-loop users share: requests sent at scheduled times, each in an in-flight slot of
+    its own (or dropped), conversations' later turns scheduled after their answers."""
+
+    abstract = True
+
     def on_start(self) -> None:
         opts = self.environment.parsed_options
         self.concurrency = opts.max_in_flight
@@ -64,21 +69,6 @@ class OpenLoopChatUser(SseChatUser):
         self.pool = gevent.pool.Pool(opts.max_in_flight)
         self.thinking = gevent.pool.Group()  # conversations waiting to send their next turn
         self.stopping = False
-        rng = random.Random(f"{self.workload.config.seed}:arrivals:{id(self)}")
-        self.gaps = arrival_gaps(opts.arrival_process, opts.arrival_rate, rng, opts.burstiness)
-        self.next_at = time.perf_counter()
-        arrival = {
-            "process": opts.arrival_process,
-            "rate_per_user": opts.arrival_rate,
-            "burstiness": opts.burstiness,
-            "max_in_flight": opts.max_in_flight,
-        }
-        note_workload(self.environment, self.workload.model, {**self.workload.config.describe(), "open_loop": arrival})
-
-    @task
-    def arrive(self) -> None:
-        self.next_at += next(self.gaps)
-        self._dispatch(self.workload.next_request(self.rng), self.next_at)
 
     def _dispatch(self, req: ChatRequest, scheduled: float) -> None:
         """Send `req` at `scheduled` (a perf_counter reading) in a slot of its own, or count it dropped."""
@@ -115,3 +105,26 @@ class OpenLoopChatUser(SseChatUser):
             pool.join(timeout=self.environment.stop_timeout or 0)  # graceful stop: let requests finish
             pool.kill()
         super().on_stop()
+
+
+class OpenLoopChatUser(OpenLoopSender):
+    """Arrivals at `--arrival-rate` per user, from `--arrival-process`."""
+
+    def on_start(self) -> None:
+        super().on_start()
+        opts = self.environment.parsed_options
+        rng = random.Random(f"{self.workload.config.seed}:arrivals:{id(self)}")
+        self.gaps = arrival_gaps(opts.arrival_process, opts.arrival_rate, rng, opts.burstiness)
+        self.next_at = time.perf_counter()
+        arrival = {
+            "process": opts.arrival_process,
+            "rate_per_user": opts.arrival_rate,
+            "burstiness": opts.burstiness,
+            "max_in_flight": opts.max_in_flight,
+        }
+        note_workload(self.environment, self.workload.model, {**self.workload.describe(), "open_loop": arrival})
+
+    @task
+    def arrive(self) -> None:
+        self.next_at += next(self.gaps)
+        self._dispatch(self.workload.next_request(self.rng), self.next_at)

@@ -11,9 +11,9 @@ from typing import Any
 import gevent.lock
 from locust import events
 from locust.runners import WorkerRunner
-from slogate.locustfiles import server
+from slogate.locustfiles import datasets, replay, server, trace
 from slogate.locustfiles.endpoints import ENDPOINTS
-from slogate.locustfiles.workload import Workload, WorkloadConfig, parse_range
+from slogate.locustfiles.workload import Workload, WorkloadConfig, dataset_tags, parse_range
 from slogate.slo import target
 from slogate.slo.judge import UnknownClass, check_classes
 from slogate.slo.locust_plugin import gate_for, usage_exit
@@ -81,6 +81,21 @@ def _add_arguments(parser: Any) -> None:
         default="0",
         help="Seconds between a turn's answer and the next turn, X or A-B (uniform)",
     )
+    parser.add_argument(
+        "--dataset",
+        type=str,
+        default="",
+        help="Send requests from this file: JSONL of OpenAI chat requests or ShareGPT JSON (sampled with --seed)",
+    )
+    parser.add_argument(
+        "--trace", type=str, default="", help="Replay this Mooncake JSONL trace open loop (locustfiles/chat_trace.py)"
+    )
+    parser.add_argument(
+        "--trace-block-tokens", type=int, default=trace.DEFAULT_BLOCK_TOKENS, help="Tokens per hash_ids block"
+    )
+    parser.add_argument("--trace-speedup", type=float, default=1.0, help="Replay the trace this many times faster")
+    parser.add_argument("--trace-start-s", type=float, default=0.0, help="Start this far into the trace")
+    parser.add_argument("--trace-limit", type=int, default=0, help="Send at most this many requests (0: all)")
 
 
 @events.init.add_listener
@@ -89,17 +104,41 @@ def _check_options(environment: Any, **_: Any) -> None:
     (with an error report), before any load."""
     if environment.parsed_options is None:
         return
+    opts = environment.parsed_options
     try:
-        config = config_from_options(environment.parsed_options)
-    except ValueError as e:
+        config = config_from_options(opts)
+        tags, workload_name = _available_tags(config, environment)
+    except (ValueError, trace.TraceError, datasets.DatasetError) as e:
         usage_exit(environment, str(e))
         return
     spec = gate_for(environment).spec
     if spec is not None:
         try:
-            check_classes(spec, config.available_tags(), f"this workload (--turns {environment.parsed_options.turns})")
+            check_classes(spec, tags, workload_name)
         except UnknownClass as e:
             usage_exit(environment, str(e))
+
+
+def _available_tags(config: WorkloadConfig, environment: Any) -> tuple[list[str], str]:
+    """The tags the run's requests can carry and the workload's name for messages; loads and checks
+    a --trace or --dataset in full (TraceError / DatasetError / ValueError, one line)."""
+    opts = environment.parsed_options
+    trace_options = replay.trace_options(opts)
+    replays = [getattr(user, "replays_trace", False) for user in environment.user_classes]
+    if trace_options is None and any(replays):
+        raise ValueError("the trace locustfile needs --trace FILE")
+    if trace_options is not None and not all(replays):
+        raise ValueError("--trace needs the trace locustfile (locustfiles/chat_trace.py, `slogate locustfile trace`)")
+    if trace_options is not None:
+        if config.dataset:
+            raise ValueError("--trace and --dataset cannot be combined")
+        if opts.master and opts.num_users is not None and opts.num_users < opts.expect_workers:
+            raise ValueError(f"--trace needs a user per worker: -u {opts.num_users} < {opts.expect_workers} workers")
+        scheduled = replay.load_schedule(trace_options)
+        return ["all", *replay.trace_tags(scheduled)], f"this trace ({trace_options.path})"
+    if config.dataset:
+        return dataset_tags(datasets.load_dataset(config.dataset)), f"this dataset ({config.dataset})"
+    return config.available_tags(), f"this workload (--turns {opts.turns})"
 
 
 @events.test_start.add_listener
@@ -125,11 +164,12 @@ def config_from_options(opts: Any) -> WorkloadConfig:
         seed=opts.seed,
         ignore_eos=opts.ignore_eos,
         request_timeout_s=opts.request_timeout,
-        prime_prefixes=not opts.no_prime_prefixes,
+        prime_prefixes=not (opts.no_prime_prefixes or opts.dataset or opts.trace),
         prompt_nonce=getattr(opts, "run_prompt_nonce", "") or opts.prompt_nonce,
         endpoint=opts.endpoint,
         turns=parse_range(opts.turns, "--turns", int),
         think_time_s=parse_range(opts.think_time_s, "--think-time-s", float),
+        dataset=opts.dataset,
     )
 
 
@@ -148,7 +188,7 @@ def workload_for(environment: Any) -> Workload:
         workload = _prepared.get(key)
         if workload is None:
             host, headers = target.resolve(environment)
-            workload = Workload.prepare(config, host, headers)
+            workload = Workload.prepare(config, host, headers, getattr(environment.runner, "worker_index", 0))
             if config.prime_prefixes:
                 try:
                     bodies = workload.priming_requests()

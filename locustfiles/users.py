@@ -54,7 +54,7 @@ class _ChatUser(User):
         except ValueError as e:  # options changed in the web UI since they were checked
             abort_run(self.environment, f"{BAD_CONFIG}: {e}")
             raise gevent.GreenletExit from None
-        note_workload(self.environment, self.workload.model, self.workload.config.describe())
+        note_workload(self.environment, self.workload.model, self.workload.describe())
         # The bare URL and its Authorization header (credentials never stay in a URL: slo/target.py).
         self.base_url, self.auth_headers = target.resolve(self.environment, self.host)
         worker = getattr(self.environment.runner, "worker_index", 0)
@@ -165,7 +165,7 @@ class SseChatUser(_ChatUser):
                         record = timer.finish(now)
                         _drain(resp)
                         return record
-            return timer.fail(ErrorKind.TRUNCATED, "stream ended before data: [DONE]", time.perf_counter())
+            return timer.fail(ErrorKind.TRUNCATED, "stream ended before its end event", time.perf_counter())
         except TimeoutError:
             return timer.fail(ErrorKind.TIMEOUT, "stream stalled past the request timeout", time.perf_counter())
         except StreamErrorEvent as e:

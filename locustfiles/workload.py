@@ -16,7 +16,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from slogate.locustfiles import server
+from slogate.locustfiles import datasets, server
 from slogate.locustfiles.endpoints import ENDPOINTS, Endpoint, Messages
 from slogate.locustfiles.words import WORDS
 from slogate.slo.record import ALL, SHARED, UNIQUE, conversation_tag_names, conversation_tags
@@ -48,6 +48,7 @@ class WorkloadConfig:
     endpoint: str = "chat"  # a key of endpoints.ENDPOINTS
     turns: tuple[int, int] = (1, 1)  # turns per conversation, drawn uniformly per conversation
     think_time_s: tuple[float, float] = (0.0, 0.0)  # between a turn's answer and the next turn
+    dataset: str = ""  # --dataset: requests from this file instead of the generated prompt mix
 
     def __post_init__(self) -> None:
         if self.endpoint not in ENDPOINTS:
@@ -55,6 +56,8 @@ class WorkloadConfig:
         lo, hi = self.turns
         if lo < 1 or hi < lo:
             raise ValueError(f"--turns must be N >= 1 or A-B with 1 <= A <= B, got {_range_text(self.turns)}")
+        if self.dataset and self.turns != (1, 1):
+            raise ValueError("--turns does not apply to --dataset: its conversations have their own turns")
         lo_s, hi_s = self.think_time_s
         if lo_s < 0 or hi_s < lo_s:
             raise ValueError(
@@ -86,6 +89,8 @@ class WorkloadConfig:
         fields are left out at their defaults (chat, one turn), so that a baseline recorded before
         they existed still compares with today's single-turn chat workload."""
         out = asdict(self)
+        if not self.dataset:
+            del out["dataset"]
         if self.endpoint == "chat":
             del out["endpoint"]
         if self.max_turns == 1:
@@ -124,6 +129,7 @@ class ChatRequest:
     tags: tuple[str, ...] = ()  # besides the request class
     turn: int = 1
     turns: int = 1
+    conversation: datasets.Conversation | None = None  # --dataset: the entry this turn is from
 
     @property
     def has_follow_up(self) -> bool:
@@ -134,11 +140,25 @@ def _text(rng: random.Random, n_words: int) -> str:
     return " ".join(rng.choices(WORDS, k=n_words))
 
 
-class Workload:
-    """Builds requests; one per process, shared by its users (it holds no per-request state)."""
+DATASET_CLASS = "dataset"  # the request class of a dataset entry without a `class`
+_SET_BY_SLOGATE = ("model", "stream", "stream_options")  # dataset fields that never override the body
 
-    def __init__(self, config: WorkloadConfig, model: str, tokens_per_word: float) -> None:
+
+def dataset_tags(conversations: list[datasets.Conversation]) -> list[str]:
+    """Every tag (SLO `class`) a replay of `conversations` can produce."""
+    classes = sorted({c.request_class or DATASET_CLASS for c in conversations})
+    return [ALL, *classes, *conversation_tag_names(max(len(c.turns) for c in conversations))]
+
+
+class Workload:
+    """Builds requests; one per process, shared by its users (it holds no per-request state but
+    the position in a `--dataset`'s seeded order)."""
+
+    def __init__(self, config: WorkloadConfig, model: str, tokens_per_word: float, worker: int = 0) -> None:
         self.config = config
+        self.dataset = datasets.load_dataset(config.dataset) if config.dataset else None
+        self.entries = datasets.sampled(self.dataset, config.seed, worker) if self.dataset else None
+        self.dataset_turns = max(len(c.turns) for c in self.dataset) if self.dataset else 1
         self.endpoint: Endpoint = ENDPOINTS[config.endpoint]
         self.model = model
         self.tokens_per_word = tokens_per_word
@@ -149,14 +169,15 @@ class Workload:
         ]
 
     @classmethod
-    def prepare(cls, config: WorkloadConfig, host: str, headers: dict[str, str]) -> Workload:
-        """Discover the model and calibrate lengths against the target; raises `server.TargetError`."""
+    def prepare(cls, config: WorkloadConfig, host: str, headers: dict[str, str], worker: int = 0) -> Workload:
+        """Discover the model and calibrate lengths against the target; raises `server.TargetError`.
+        `worker` is the process's `--processes` worker index (its own dataset order)."""
         model = config.model or server.first_model_id(host, headers)
         sample = _text(random.Random(f"slogate-calibration:{config.seed}"), _CALIBRATION_WORDS)
         counted = server.count_tokens(host, headers, model, sample)
         if counted is None:
             log.warning("target has no /tokenize; prompt lengths assume %.1f tokens/word", FALLBACK_TOKENS_PER_WORD)
-        return cls(config, model, counted / _CALIBRATION_WORDS if counted else FALLBACK_TOKENS_PER_WORD)
+        return cls(config, model, counted / _CALIBRATION_WORDS if counted else FALLBACK_TOKENS_PER_WORD, worker)
 
     def _words(self, tokens: int) -> int:
         return max(1, round(tokens / self.tokens_per_word)) if tokens > 0 else 0
@@ -176,8 +197,30 @@ class Workload:
         tags = conversation_tags(turn) if self.config.max_turns > 1 else ()
         return ChatRequest(request_class, self._body(messages), messages, tags, turn, turns)
 
+    def describe(self) -> dict[str, Any]:
+        """The config's `describe()`, with the dataset's facts under `dataset`."""
+        out = self.config.describe()
+        if self.dataset is not None:
+            kind = datasets.dataset_format(self.config.dataset)
+            out["dataset"] = {"file": self.config.dataset, "format": kind, "entries": len(self.dataset)}
+        return out
+
+    def _dataset_request(self, conversation: datasets.Conversation, messages: Messages, turn: int) -> ChatRequest:
+        """Turn `turn` (1-based) of a dataset entry, its extra fields passed through."""
+        cfg = self.config
+        max_tokens = conversation.turns[turn - 1].max_tokens
+        body = self.endpoint.body(self.model, messages, max_tokens, cfg.temperature, cfg.ignore_eos)
+        body.update((k, v) for k, v in conversation.extra.items() if k not in _SET_BY_SLOGATE)
+        turns = len(conversation.turns)
+        tags = conversation_tags(turn) if self.dataset_turns > 1 else ()
+        request_class = conversation.request_class or DATASET_CLASS
+        return ChatRequest(request_class, body, messages, tags, turn, turns, conversation)
+
     def next_request(self, rng: random.Random) -> ChatRequest:
         """A new conversation's first turn (the only one without conversations)."""
+        if self.entries is not None:
+            conversation = next(self.entries)
+            return self._dataset_request(conversation, conversation.messages(0, []), 1)
         cfg = self.config
         if rng.random() < cfg.shared_fraction:
             request_class, system = SHARED, rng.choice(self.shared_prefixes)
@@ -192,7 +235,12 @@ class Workload:
         return self._request(request_class, messages, 1, turns)
 
     def follow_up(self, previous: ChatRequest, answer: str, rng: random.Random) -> ChatRequest:
-        """The next turn: `previous`'s messages, its answer exactly as streamed, a new user message."""
+        """The next turn: `previous`'s messages, its answer exactly as streamed, a new user message
+        (with `--dataset`, the entry's next turn)."""
+        if previous.conversation is not None:
+            added = previous.conversation.turns[previous.turn].messages
+            messages = [*previous.messages, {"role": "assistant", "content": answer}, *added]
+            return self._dataset_request(previous.conversation, messages, previous.turn + 1)
         messages = [*previous.messages, {"role": "assistant", "content": answer}, self._user_message(rng)]
         return self._request(previous.request_class, messages, previous.turn + 1, previous.turns)
 

@@ -45,7 +45,7 @@ from slogate.slo.server_metrics import Scraper
 from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NOTIFY_CHOICES, NotifyPolicyError, parse_notify
 from slogate.slo.spec import SloSpec, SloSpecError, goodput_targets, load_spec, with_overrides
 from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, parse_exports
-from slogate.slo.window import DEFAULT_WINDOW_S, Breach, first_breach, with_breach
+from slogate.slo.window import DEFAULT_WINDOW_S, Breach, first_breach, unwindowed_note
 
 log = logging.getLogger("slogate")
 CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError, ExportError)
@@ -197,6 +197,7 @@ class Gate:
             max_client_lag_ms=getattr(self.options, "max_client_lag_ms", MAX_LOOP_LAG_P99_MS),
             problems=problems,
             command=public_command(["locust", *sys.argv[1:]]),
+            aborted=self.breach.to_json() if self.breach is not None else None,
         )
 
     def snapshot(self, final: bool = False) -> Report:
@@ -255,6 +256,16 @@ def _stop(gate: Gate) -> None:
         gevent.spawn(runner.quit)
 
 
+def end_run(environment: Any) -> None:
+    """End the run before its --run-time: a master stops its workers, so that their last samples
+    arrive, then quits; a single process quits. A worker ends nothing (its master does)."""
+    gate = gate_for(environment)
+    if gate.is_master:
+        gevent.spawn(_end_gracefully, environment.runner)
+    else:
+        _stop(gate)
+
+
 def _watch_breaches(gate: Gate, window_s: float) -> None:
     """--slo-abort-on-fail: stop the run (a fail) at the first objective that breaches beyond noise
     over the last `window_s` seconds."""
@@ -267,10 +278,7 @@ def _watch_breaches(gate: Gate, window_s: float) -> None:
         if breach is not None:
             gate.breach = breach
             log.error("slogate: %s", breach.message)
-            if gate.is_master:  # stop, so that every worker's last samples arrive, then quit
-                gevent.spawn(_end_gracefully, gate.environment.runner)
-            else:
-                _stop(gate)
+            end_run(gate.environment)
             return
 
 
@@ -470,6 +478,9 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         gate.watchdog = gevent.spawn(_watch_reachability, gate, environment.parsed_options.slo_unreachable_s)
         if environment.parsed_options.slo_abort_on_fail and gate.spec is not None:
             gate.breach_watch = gevent.spawn(_watch_breaches, gate, environment.parsed_options.slo_window_s)
+            note = unwindowed_note(gate.spec)
+            if note:
+                log.warning("slogate: %s", note)
 
 
 @events.reset_stats.add_listener
@@ -541,7 +552,5 @@ def _on_quitting(environment: Any, **_: Any) -> None:
     gate.judged = True
     gate.stop_scraper()
     report = gate.snapshot(final=True)
-    if gate.breach is not None:
-        report = with_breach(report, gate.breach)
     publish(report, environment.parsed_options.slo_report_dir, gate.alerts, gate.exports)
     environment.process_exit_code = report.exit_code

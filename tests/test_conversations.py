@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slogate.locustfiles.datasets import SAMPLE_CHAT
 from slogate.locustfiles.workload import Workload, WorkloadConfig, parse_range
 from slogate.slo import web_ui
 from slogate.slo.html_report import render_html
@@ -224,6 +225,7 @@ def test_open_loop_conversations_and_per_tag_reports(checker: str, locust_run) -
         (["--turns", "0"], "--turns must be"),
         (["--turns", "5-2"], "--turns must be"),
         (["--think-time-s", "-1"], "--think-time-s must be"),
+        (["--turns", "3", "--dataset", str(SAMPLE_CHAT)], "--turns does not apply to --dataset"),
         (["--endpoint", "foo"], "--endpoint must be one of chat"),
         (["--slo-file", "SLO"], "class 'follow_up' is not measured by this workload (--turns 1); classes available"),
     ],

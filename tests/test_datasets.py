@@ -160,6 +160,15 @@ def test_sampling_uses_each_entry_once_per_pass_in_a_seeded_order() -> None:
     assert first != [c.line for c in itertools.islice(sampled(entries, seed=2), 30)]
 
 
+def test_each_worker_has_its_own_order_and_worker_zero_keeps_the_single_process_one() -> None:
+    entries = conversations(10)
+    alone = [c.line for c in itertools.islice(sampled(entries, seed=1), 10)]
+    assert [c.line for c in itertools.islice(sampled(entries, seed=1, worker=0), 10)] == alone
+    worker_orders = {tuple(c.line for c in itertools.islice(sampled(entries, 1, worker), 10)) for worker in (1, 2, 3)}
+    assert len(worker_orders) == 3 and tuple(alone) not in worker_orders
+    assert all(sorted(order) == list(range(10)) for order in worker_orders)
+
+
 def test_the_shipped_samples_are_what_the_generators_write_and_load() -> None:
     assert SAMPLE_CHAT.read_text().splitlines() == sample_chat_lines()
     assert json.loads(SAMPLE_SHAREGPT.read_text()) == sample_sharegpt()

@@ -51,12 +51,13 @@ def server_rows(log: Path, expected: int, timeout_s: float = 10) -> list[dict]:
         time.sleep(0.1)
 
 
-def test_one_run_with_every_fault_accounts_for_every_request_by_kind(own_fault_server, locust_run) -> None:
+@pytest.mark.parametrize("endpoint", sorted(ENDPOINTS))
+def test_one_run_with_every_fault_accounts_for_every_request_by_kind(own_fault_server, locust_run, endpoint) -> None:
     url, log = own_fault_server
     model = f"mix=1,stall_ms=3000,tokens={TOKENS}"
     run = locust_run(
         url, "-u", "2", "-r", "2", "-t", "4s", "--stop-timeout", "5", "--request-timeout", "1",
-        "--model", model, "--no-prime-prefixes", "--shared-prefix-tokens", "20", timeout=60,
+        "--model", model, "--no-prime-prefixes", "--shared-prefix-tokens", "20", "--endpoint", endpoint, timeout=60,
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]  # no SLO file: measured, not gated
     total = run.report["metrics"]["all"]

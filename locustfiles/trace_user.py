@@ -1,0 +1,119 @@
+"""Trace replay in Locust: `--trace FILE` (Mooncake JSONL) sent open loop at the trace's times.
+
+`TraceReplayUser` sends its process's share of the trace (`trace.shard`: worker i of n takes every
+n-th request from the i-th and keeps its time; n is the master's `--expect-workers`, which
+`--processes` sets) at `(timestamp - --trace-start-s) / --trace-speedup` after the trace's zero
+(`TRACE_LEAD_S` after the run starts, one instant for every process), each measured from that
+scheduled time as the open-loop user measures its arrivals. Prompts are
+built block by block (`trace.PromptBuilder`, token-exact through `/tokenize`), with
+`output_length` as `max_tokens` and `ignore_eos`. One user per process replays (`-u` at least the
+number of workers); a process's further users send nothing.
+
+The run ends when the trace does: the master (or the only process) watches the records arrive and
+ends the run once every scheduled request is accounted for (answered, failed or dropped). The
+trace is loaded and checked in full at `init` (options.py): a bad line stops the run before any
+load, with one line naming the file and line, and exit 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import gevent
+from locust import events, task
+from locust.exception import StopUser
+from locust.runners import WorkerRunner
+from slogate.locustfiles import replay, server, trace
+from slogate.locustfiles.open_loop import OpenLoopSender
+from slogate.slo import target
+from slogate.slo.locust_plugin import BAD_CONFIG, abort_run, end_run, gate_for, note_workload
+
+log = logging.getLogger("slogate.trace")
+
+_POLL_S = 0.2  # how often the master checks whether the trace's requests are all accounted for
+# The trace's time zero is this long after the run starts, one wall-clock instant for every process:
+# each must load the trace and calibrate its prompts first, and shards started at their own
+# readiness would drift apart by those (unequal) times.
+TRACE_LEAD_S = 1.0
+
+
+@events.test_start.add_listener
+def _choose_trace_zero(environment: Any, **_: Any) -> None:
+    """Where the run starts (locally or on the master, whose options reach the workers with the
+    spawn message, as the prompt nonce does): the wall-clock time of the trace's zero."""
+    opts = environment.parsed_options
+    if opts is not None and not isinstance(environment.runner, WorkerRunner):
+        opts.run_trace_zero = time.time() + TRACE_LEAD_S
+
+
+@events.test_start.add_listener
+def _end_with_the_trace(environment: Any, **_: Any) -> None:
+    """On the master (or the only process): end the run once every scheduled request is recorded."""
+    TraceReplayUser.replaying.discard(id(environment))  # a new run (web UI): a user replays again
+    options = replay.trace_options(environment.parsed_options)
+    if options is None or isinstance(environment.runner, WorkerRunner):
+        return
+    gevent.spawn(_watch_trace_end, environment, len(replay.load_schedule(options)))
+
+
+def _watch_trace_end(environment: Any, requests: int) -> None:
+    gate = gate_for(environment)
+    while True:
+        gevent.sleep(_POLL_S)
+        store = gate.metrics()
+        total = store.get("all")
+        if total.requests + total.dropped + store.warmup_excluded >= requests:
+            break
+    log.info("slogate: the trace's %d requests are done; ending the run", requests)
+    end_run(environment)  # a master first waits for every worker's last samples
+
+
+class TraceReplayUser(OpenLoopSender):
+    """Sends this process's share of the trace at its times; see the module docstring."""
+
+    replays_trace = True  # options.py: --trace needs this user, and this user needs --trace
+    replaying: set[int] = set()  # processes (environments) whose replay a user has taken
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.share: list[trace.ScheduledRequest] = []
+        if id(self.environment) in TraceReplayUser.replaying:
+            return  # one user per process replays; the others send nothing
+        TraceReplayUser.replaying.add(id(self.environment))
+        options = replay.trace_options(self.environment.parsed_options)
+        assert options is not None  # checked at init
+        scheduled = replay.load_schedule(options)
+        host, headers = target.resolve(self.environment)
+        model = self.workload.model
+        try:
+            self.builder = trace.PromptBuilder.calibrate(
+                lambda text: server.count_tokens(host, headers, model, text),
+                options.block_tokens,
+                self.workload.config.prompt_nonce,
+            )
+        except trace.PromptError as e:
+            abort_run(self.environment, f"{BAD_CONFIG}: {e}")
+            raise StopUser from None
+        runner = self.environment.runner
+        index, count = getattr(runner, "worker_index", 0), 1
+        if isinstance(runner, WorkerRunner):  # the master's --expect-workers (--processes) reaches its workers
+            count = max(1, self.environment.parsed_options.expect_workers)
+        self.share = trace.shard(scheduled, index, count) if index < count else []
+        facts = replay.trace_facts(options, scheduled, self.builder.exact)
+        note_workload(self.environment, model, {**self.workload.describe(), "trace": facts})
+        # The shared zero on this process's monotonic clock. Across machines it is as good as their
+        # clocks' sync; a process ready after it sends its first requests late, and the self-check's
+        # send lag says so (latency is measured from the scheduled time all the same).
+        zero = getattr(self.environment.parsed_options, "run_trace_zero", None) or time.time()
+        self.started = time.perf_counter() + (zero - time.time())
+
+    @task
+    def send_share(self) -> None:
+        for scheduled in self.share:
+            req = replay.trace_request(self.workload, self.builder, scheduled)
+            self._dispatch(req, self.started + scheduled.send_at_s)
+        self.pool.join()
+        while True:  # the master ends the run once every process's share is recorded
+            gevent.sleep(3600)
