@@ -81,6 +81,7 @@ class Step:
     goodput_fraction: float | None
     server: dict[str, Any]  # the SERVER_FIGURES the report has (from /metrics)
     report_dir: str
+    conversations: bool = False  # --turns > 1: the offered rate counts new conversations
 
 
 def step_from_report(rate: float, report: Report, attempts: int, step_s: float, wall_s: float, where: Path) -> Step:
@@ -104,6 +105,7 @@ def step_from_report(rate: float, report: Report, attempts: int, step_s: float, 
         goodput_fraction=goodput.get("fraction"),
         server=server,
         report_dir=str(where),
+        conversations="turns" in report.run.workload,  # recorded only for more than one turn
     )
 
 
@@ -116,6 +118,12 @@ class CapacityResult:
 
     def _rates(self, verdict: str) -> list[float]:
         return [s.rate_rps for s in self.steps if s.verdict == verdict]
+
+    @property
+    def rate_unit(self) -> str:
+        """What the offered rate counts: requests, or with --turns new conversations (each of
+        several requests; the steps' achieved rates are still requests)."""
+        return "conv/s" if any(s.conversations for s in self.steps) else "req/s"
 
     @property
     def capacity_rps(self) -> float | None:
@@ -148,6 +156,7 @@ class CapacityResult:
         return {
             "capacity_rps": self.capacity_rps,
             "first_failing_rps": self.first_failing_rps,
+            "rate_unit": self.rate_unit,
             "decided": self.decided,
             "stopped_because": self.stopped_because,
             "min_capacity_rps": min_capacity,
@@ -201,7 +210,7 @@ def search(
         elif passed is None:
             rate /= 2
         elif result.decided:
-            result.stopped_because = f"bracket [{passed:g}, {failed:g}] req/s within --precision {settings.precision:g}"
+            result.stopped_because = f"bracket [{passed:g}, {failed:g}] within --precision {settings.precision:g}"
             return result
         else:
             rate = (passed + failed) / 2
@@ -282,11 +291,11 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def render_markdown(result: CapacityResult, title: str = "", min_capacity: float | None = None) -> str:
-    cap, first_fail = result.capacity_rps, result.first_failing_rps
+    cap, first_fail, unit = result.capacity_rps, result.first_failing_rps, result.rate_unit
     lines = [f"## slogate capacity{': ' + title if title else ''}", ""]
     lines.append(
-        f"**Capacity: {_fmt(cap, 3)} req/s** (highest rate with every SLO met); first failing: "
-        f"{_fmt(first_fail, 3)} req/s. {len(result.steps)} steps, "
+        f"**Capacity: {_fmt(cap, 3)} {unit}** (highest rate with every SLO met); first failing: "
+        f"{_fmt(first_fail, 3)} {unit}. {len(result.steps)} steps, "
         f"{sum(s.wall_s for s in result.steps):.0f} s. {result.stopped_because}."
     )
     if min_capacity is not None:
@@ -296,7 +305,7 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
     classes = list(dict.fromkeys(cls for s in result.steps for cls in s.ttft_p95_ms))
     lines += [
         "",
-        "| step | rate req/s | verdict | achieved req/s | "
+        f"| step | rate {unit} | verdict | achieved req/s | "
         + " | ".join(f"TTFT p95 {c}" for c in classes)
         + " | goodput req/s | goodput | prefix-cache hit | wall s |",
         "|---" * (8 + len(classes)) + "|",
@@ -308,7 +317,8 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
             f"| {i} | {s.rate_rps:g} | {verdict} | {_fmt(s.achieved_rps, 2)} | {ttfts} | {_fmt(s.goodput_rps, 2)} | "
             f"{_fmt(s.goodput_fraction, 3)} | {_fmt(s.server.get('prefix_cache_hit_rate'), 3)} | {s.wall_s:.0f} |"
         )
-    lines += ["", "TTFT in ms, nearest-rank p95 per class; rates offered open loop (all users together)."]
+    offered = "new conversations offered" if unit == "conv/s" else "rates offered"
+    lines += ["", f"TTFT in ms, nearest-rank p95 per class; {offered} open loop (all users together)."]
     return "\n".join(lines) + "\n"
 
 
@@ -336,8 +346,13 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
         if target is not None:
             ax.axhline(target, color=line.get_color(), linestyle="--", linewidth=0.8)
     if result.capacity_rps is not None:
-        ax.axvline(result.capacity_rps, color="green", linewidth=0.8, label=f"capacity {result.capacity_rps:.3g} req/s")
-    ax.set_xlabel("offered rate (req/s)")
+        ax.axvline(
+            result.capacity_rps,
+            color="green",
+            linewidth=0.8,
+            label=f"capacity {result.capacity_rps:.3g} {result.rate_unit}",
+        )
+    ax.set_xlabel(f"offered rate ({result.rate_unit})")
     ax.set_ylabel("TTFT p95 (ms, log scale); dashed: target")
     ax.set_yscale("log")
     ax.grid(alpha=0.3)
@@ -383,11 +398,10 @@ def write_summary(results: dict[str, CapacityResult], out_dir: Path, min_capacit
         "exit_code": overall_exit_code(results, min_capacity),
     }
     (out_dir / JSON_NAME).write_text(json.dumps(data, indent=2) + "\n")
-    lines = ["| profile | capacity req/s | first failing req/s | steps | decided |", "|---|---|---|---|---|"]
+    lines = ["| profile | capacity | first failing | steps | decided |", "|---|---|---|---|---|"]
     for name, r in results.items():
-        lines.append(
-            f"| {name} | {_fmt(r.capacity_rps, 3)} | {_fmt(r.first_failing_rps, 3)} | {len(r.steps)} | {r.decided} |"
-        )
+        cap, fail = f"{_fmt(r.capacity_rps, 3)} {r.rate_unit}", f"{_fmt(r.first_failing_rps, 3)} {r.rate_unit}"
+        lines.append(f"| {name} | {cap} | {fail} | {len(r.steps)} | {r.decided} |")
     md = out_dir / MARKDOWN_NAME
     md.write_text("\n".join(lines) + "\n")
     return md

@@ -28,25 +28,25 @@ SPEC = parse_spec(
 )
 
 
-def report_at(ttft_ms: float, samples: int = 40) -> Report:
+def report_at(ttft_ms: float, samples: int = 40, workload: dict | None = None) -> Report:
     store = MetricsStore()
     for i in range(samples):
         store.add(
             RequestRecord("shared", 100.0 + i / 10, e2e_us=int(ttft_ms * 1000) + 5000, ttft_us=int(ttft_ms * 1000))
         )
-    return judge(SPEC, store, RunInfo())
+    return judge(SPEC, store, RunInfo(workload=workload or {}))
 
 
 class FakeServer:
     """Meets the SLO up to `knee` req/s; `thin` rates give too few samples (inconclusive)."""
 
-    def __init__(self, knee: float, thin: tuple[float, ...] = ()) -> None:
-        self.knee, self.thin = knee, thin
+    def __init__(self, knee: float, thin: tuple[float, ...] = (), workload: dict | None = None) -> None:
+        self.knee, self.thin, self.workload = knee, thin, workload
         self.calls: list[tuple[float, float]] = []
 
     def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
         self.calls.append((rate, step_s))
-        return report_at(100 if rate <= self.knee else 400, samples=5 if rate in self.thin else 40)
+        return report_at(100 if rate <= self.knee else 400, 5 if rate in self.thin else 40, self.workload)
 
 
 @pytest.mark.parametrize(("knee", "start"), [(20.0, 1.0), (20.0, 6.0), (3.3, 50.0), (1000.0, 7.0)])
@@ -100,6 +100,17 @@ def test_the_reports_have_every_step(tmp_path: Path) -> None:
     assert f"**Capacity: {result.capacity_rps:.3f} req/s**" in md and "NOT met (exit 1)" in md
     png = paths["png"]
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_with_conversations_the_rate_is_new_conversations_per_second(tmp_path: Path) -> None:
+    server = FakeServer(2.0, workload={"turns": [4, 4], "think_time_s": [0, 0]})
+    result = search(server, SearchSettings(rate_start=1, step_s=4), tmp_path)
+    paths = write_capacity(result, tmp_path / "out")
+    assert json.loads(paths["json"].read_text())["rate_unit"] == "conv/s"
+    md = paths["markdown"].read_text()
+    assert f"**Capacity: {result.capacity_rps:.3f} conv/s**" in md and "| step | rate conv/s |" in md
+    summary = write_summary({"p": result}, tmp_path / "all", None).read_text()
+    assert f"| p | {result.capacity_rps:.3f} conv/s |" in summary
 
 
 def test_several_profiles_get_one_summary_and_the_worst_exit_code(tmp_path: Path) -> None:
