@@ -83,6 +83,12 @@ class Step:
     report_dir: str
     conversations: bool = False  # --turns > 1: the offered rate counts new conversations
 
+    @property
+    def rate_unit(self) -> str:
+        """What `rate_rps` counts: requests, or with --turns new conversations (each of several
+        requests; `achieved_rps` still counts requests)."""
+        return "conv/s" if self.conversations else "req/s"
+
 
 def step_from_report(rate: float, report: Report, attempts: int, step_s: float, wall_s: float, where: Path) -> Step:
     summary = report.metrics_summary()
@@ -121,9 +127,8 @@ class CapacityResult:
 
     @property
     def rate_unit(self) -> str:
-        """What the offered rate counts: requests, or with --turns new conversations (each of
-        several requests; the steps' achieved rates are still requests)."""
-        return "conv/s" if any(s.conversations for s in self.steps) else "req/s"
+        """What the offered rates count (`Step.rate_unit`); every step runs the same workload."""
+        return self.steps[0].rate_unit if self.steps else "req/s"
 
     @property
     def capacity_rps(self) -> float | None:

@@ -22,6 +22,8 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
     error_after=2     send an error event after N content chunks, then [DONE] (responses: an
                       `error` event, then the body ends)
     bad_json_after=2  send a data line that is not JSON after N content chunks, then go on
+    bad_shape_after=2 send a JSON event of the wrong shape (`{"choices": [null]}`; responses: a
+                      `response.completed` whose `response` is a string) after N content chunks
     done=0            end the stream (and the HTTP body, properly) without its end marker:
                       `data: [DONE]`, or responses' `response.completed`
     usage=0           leave out the usage (chunk, or `response.usage`)
@@ -78,6 +80,7 @@ FAULTS: dict[str, dict[str, float]] = {
     "closed_before_response": {"close": 1},
     "cut_mid_stream": {"cut_after": 2},
     "not_json": {"bad_json_after": 2},
+    "bad_shape": {"bad_shape_after": 2},
     "error_event": {"error_after": 2},
     "no_done": {"done": 0},
     "no_content": {"tokens": 0},
@@ -146,6 +149,9 @@ class ChatFormat:
 
     def bad_json(self) -> bytes:
         return chunk('{"choices": [{"index": 0, "delta": {"content": "trunc')
+
+    def bad_shape(self) -> bytes:
+        return chunk({"choices": [None]})
 
     def finish(self) -> bytes:
         return chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
@@ -232,6 +238,9 @@ class ResponsesFormat:
 
     def bad_json(self) -> bytes:
         return chunk('{"type": "response.output_text.delta", "delta": "trunc', event="response.output_text.delta")
+
+    def bad_shape(self) -> bytes:
+        return chunk({"type": "response.completed", "response": "x"}, event="response.completed")
 
     def closing(self, tokens: int, usage: bool, done: bool, errored: bool) -> bytes:
         if errored:
@@ -393,6 +402,9 @@ class Server:
             if "bad_json_after" in b and i == int(b["bad_json_after"]):
                 inject("not_json")
                 writer.write(fmt.bad_json())
+            if "bad_shape_after" in b and i == int(b["bad_shape_after"]):
+                inject("bad_shape")
+                writer.write(fmt.bad_shape())
             writer.write(fmt.token(f" tok{i}"))
             await writer.drain()
             if state["first_content_at"] is None:

@@ -49,7 +49,13 @@ def chat_body(model: str, messages: Messages, max_tokens: int, temperature: floa
 
 # Role labels of `completion_prompt`; an assistant's text follows its label with no space, as it
 # was streamed after the prompt's closing cue.
-COMPLETION_LABELS = {"system": "System: ", "user": "User: ", "assistant": "Assistant:"}
+COMPLETION_LABELS = {
+    "system": "System: ",
+    "developer": "Developer: ",
+    "user": "User: ",
+    "tool": "Tool: ",
+    "assistant": "Assistant:",
+}
 COMPLETION_CUE = "Assistant:"
 
 
@@ -62,7 +68,15 @@ def completion_prompt(messages: Messages) -> str:
     turn k+1's prompt starts with turn k's prompt + answer, byte for byte, and a server with
     prefix caching reuses the whole history.
     """
-    return "".join(f"{COMPLETION_LABELS[m['role']]}{m['content']}\n\n" for m in messages) + COMPLETION_CUE
+    return "".join(f"{COMPLETION_LABELS[m['role']]}{_text(m['content'])}\n\n" for m in messages) + COMPLETION_CUE
+
+
+def _text(content: str | list[dict[str, Any]]) -> str:
+    """A message's text; a dataset's list of content parts (`{"type": "text", "text": ...}`, as the
+    chat API takes them) as its text parts joined: a text prompt has no place for the others."""
+    if isinstance(content, str):
+        return content
+    return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
 
 
 def completions_body(

@@ -28,7 +28,6 @@ from slogate.locustfiles.arrivals import PROCESSES, arrival_gaps
 from slogate.locustfiles.users import SseChatUser, start_timer
 from slogate.locustfiles.workload import ChatRequest
 from slogate.slo.listener import report_record
-from slogate.slo.locust_plugin import note_workload
 from slogate.slo.record import ErrorKind, RequestRecord
 
 
@@ -116,13 +115,16 @@ class OpenLoopChatUser(OpenLoopSender):
         rng = random.Random(f"{self.workload.config.seed}:arrivals:{id(self)}")
         self.gaps = arrival_gaps(opts.arrival_process, opts.arrival_rate, rng, opts.burstiness)
         self.next_at = time.perf_counter()
+
+    def workload_facts(self) -> dict[str, Any]:
+        opts = self.environment.parsed_options
         arrival = {
             "process": opts.arrival_process,
             "rate_per_user": opts.arrival_rate,
             "burstiness": opts.burstiness,
             "max_in_flight": opts.max_in_flight,
         }
-        note_workload(self.environment, self.workload.model, {**self.workload.describe(), "open_loop": arrival})
+        return {**super().workload_facts(), "open_loop": arrival}
 
     @task
     def arrive(self) -> None:

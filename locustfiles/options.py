@@ -132,6 +132,8 @@ def _available_tags(config: WorkloadConfig, environment: Any) -> tuple[list[str]
     if trace_options is not None:
         if config.dataset:
             raise ValueError("--trace and --dataset cannot be combined")
+        if config.max_turns > 1:
+            raise ValueError("--turns does not apply to --trace: each trace line is one request")
         if opts.master and opts.num_users is not None and opts.num_users < opts.expect_workers:
             raise ValueError(f"--trace needs a user per worker: -u {opts.num_users} < {opts.expect_workers} workers")
         scheduled = replay.load_schedule(trace_options)

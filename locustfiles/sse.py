@@ -156,11 +156,24 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
     return False
 
 
+# What an event applier raises for an event it cannot read: not JSON, not a JSON object, or an
+# object of another shape than the endpoint's (`{"choices": [null]}`). Every client counts these
+# as a `protocol` failure (`malformed_message`); catching them outside the read loop costs nothing.
+MALFORMED_EVENT = (StreamProtocolError, AttributeError, TypeError, KeyError, IndexError)
+
+
+def malformed_message(e: Exception) -> str:
+    return str(e) if isinstance(e, StreamProtocolError) else f"event of unexpected shape: {type(e).__name__}: {e}"
+
+
 def _loads(payload: bytes) -> dict:
     try:
-        return json.loads(payload)
+        event = json.loads(payload)
     except ValueError:
         raise StreamProtocolError(f"event is not JSON: {payload[:80]!r}") from None
+    if not isinstance(event, dict):
+        raise StreamProtocolError(f"event is not a JSON object: {payload[:80]!r}")
+    return event
 
 
 def _stream_error(err: object) -> StreamErrorEvent:

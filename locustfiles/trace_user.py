@@ -48,25 +48,53 @@ def _choose_trace_zero(environment: Any, **_: Any) -> None:
         opts.run_trace_zero = time.time() + TRACE_LEAD_S
 
 
+_watchers: dict[int, gevent.Greenlet] = {}  # per environment: the greenlet that ends the run
+# How long after the last request was due (plus --request-timeout) the run waits for records that
+# may never come (a stats reset, a worker that left) before it ends inconclusive.
+_GRACE_S = 30.0
+
+
 @events.test_start.add_listener
 def _end_with_the_trace(environment: Any, **_: Any) -> None:
     """On the master (or the only process): end the run once every scheduled request is recorded."""
     TraceReplayUser.replaying.discard(id(environment))  # a new run (web UI): a user replays again
-    options = replay.trace_options(environment.parsed_options)
+    opts = environment.parsed_options
+    options = replay.trace_options(opts)
     if options is None or isinstance(environment.runner, WorkerRunner):
         return
-    gevent.spawn(_watch_trace_end, environment, len(replay.load_schedule(options)))
+    scheduled = replay.load_schedule(options)
+    last_due = max((s.send_at_s for s in scheduled), default=0.0)
+    zero = getattr(opts, "run_trace_zero", None) or time.time()
+    deadline = zero + last_due + opts.request_timeout + _GRACE_S
+    _watchers[id(environment)] = gevent.spawn(_watch_trace_end, environment, len(scheduled), deadline)
 
 
-def _watch_trace_end(environment: Any, requests: int) -> None:
+@events.test_stop.add_listener
+def _stop_watching(environment: Any, **_: Any) -> None:
+    """A run stopped otherwise (web UI, --run-time, an abort): its watcher must not end the next one."""
+    watcher = _watchers.pop(id(environment), None)
+    if watcher is not None:
+        watcher.kill(block=False)
+
+
+def _watch_trace_end(environment: Any, requests: int, deadline: float) -> None:
     gate = gate_for(environment)
     while True:
         gevent.sleep(_POLL_S)
         store = gate.metrics()
         total = store.get("all")
-        if total.requests + total.dropped + store.warmup_excluded >= requests:
+        recorded = total.requests + total.dropped + store.warmup_excluded
+        if recorded >= requests:
             break
+        if time.time() > deadline:
+            abort_run(
+                environment,
+                f"the trace's requests were due and answered or timed out by now, but {requests - recorded} of "
+                f"{requests} were never recorded (a stats reset, or a worker that left?)",
+            )
+            return
     log.info("slogate: the trace's %d requests are done; ending the run", requests)
+    _watchers.pop(id(environment), None)
     end_run(environment)  # a master first waits for every worker's last samples
 
 
@@ -75,6 +103,13 @@ class TraceReplayUser(OpenLoopSender):
 
     replays_trace = True  # options.py: --trace needs this user, and this user needs --trace
     replaying: set[int] = set()  # processes (environments) whose replay a user has taken
+    facts: dict[int, dict[str, Any]] = {}  # per process: the trace's facts, once calibrated
+
+    def workload_facts(self) -> dict[str, Any]:
+        """The workload with the trace's facts: the same from every user of the process (a user
+        that only idles must not note the workload without them)."""
+        trace_facts = TraceReplayUser.facts.get(id(self.environment))
+        return {**super().workload_facts(), **({"trace": trace_facts} if trace_facts else {})}
 
     def on_start(self) -> None:
         super().on_start()
@@ -101,8 +136,8 @@ class TraceReplayUser(OpenLoopSender):
         if isinstance(runner, WorkerRunner):  # the master's --expect-workers (--processes) reaches its workers
             count = max(1, self.environment.parsed_options.expect_workers)
         self.share = trace.shard(scheduled, index, count) if index < count else []
-        facts = replay.trace_facts(options, scheduled, self.builder.exact)
-        note_workload(self.environment, model, {**self.workload.describe(), "trace": facts})
+        TraceReplayUser.facts[id(self.environment)] = replay.trace_facts(options, scheduled, self.builder.exact)
+        note_workload(self.environment, model, self.workload_facts())
         # The shared zero on this process's monotonic clock. Across machines it is as good as their
         # clocks' sync; a process ready after it sends its first requests late, and the self-check's
         # send lag says so (latency is measured from the scheduled time all the same).

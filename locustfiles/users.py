@@ -27,7 +27,7 @@ from locust import User, constant, task
 from slogate.locustfiles import options
 from slogate.locustfiles.rx_timestamps import TimestampedSocket, timestamped_socket
 from slogate.locustfiles.server import TargetError
-from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError
+from slogate.locustfiles.sse import MALFORMED_EVENT, SseParser, StreamErrorEvent, malformed_message
 from slogate.locustfiles.timer import StreamTimer
 from slogate.locustfiles.workload import ChatRequest, Workload
 from slogate.slo import target
@@ -54,11 +54,15 @@ class _ChatUser(User):
         except ValueError as e:  # options changed in the web UI since they were checked
             abort_run(self.environment, f"{BAD_CONFIG}: {e}")
             raise gevent.GreenletExit from None
-        note_workload(self.environment, self.workload.model, self.workload.describe())
+        note_workload(self.environment, self.workload.model, self.workload_facts())
         # The bare URL and its Authorization header (credentials never stay in a URL: slo/target.py).
         self.base_url, self.auth_headers = target.resolve(self.environment, self.host)
         worker = getattr(self.environment.runner, "worker_index", 0)
         self.rng = random.Random(f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}")
+
+    def workload_facts(self) -> dict[str, Any]:
+        """What the report records as `run.workload`; every user of a process notes the same."""
+        return self.workload.describe()
 
     def turn_to_send(self) -> ChatRequest:
         """Closed loop: the conversation's next turn, or a new conversation's first."""
@@ -170,8 +174,8 @@ class SseChatUser(_ChatUser):
             return timer.fail(ErrorKind.TIMEOUT, "stream stalled past the request timeout", time.perf_counter())
         except StreamErrorEvent as e:
             return timer.fail(ErrorKind.STREAM_ERROR, str(e), time.perf_counter())
-        except StreamProtocolError as e:
-            return timer.fail(ErrorKind.PROTOCOL, str(e), time.perf_counter())
+        except MALFORMED_EVENT as e:
+            return timer.fail(ErrorKind.PROTOCOL, _one_line(malformed_message(e)), time.perf_counter())
         except (OSError, HTTPParseError) as e:
             return timer.fail(ErrorKind.TRUNCATED, f"stream broken: {_one_line(e)}", time.perf_counter())
         finally:

@@ -18,6 +18,7 @@ under-reported, and over-reported by at most 0.1%.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterable
 from fractions import Fraction
 
@@ -61,13 +62,23 @@ def _highest_equivalent_us(h: HdrHistogram, index: np.ndarray) -> np.ndarray:
     return lowest + width - 1
 
 
+def _freeable(h: HdrHistogram) -> HdrHistogram:
+    """hdrh's histogram and its encoder (which holds the ~90 KB counts array) refer to each other,
+    so a histogram let go waits for Python's cyclic collector, which runs rarely once a process
+    holds many objects: an hour's run that closes and decodes interval histograms grew by ~70 MB
+    that way (benchmarks/RESULTS.md, soak). A weak back-reference lets reference counting free
+    it the moment it is dropped; the encoder is only used through its histogram."""
+    h.encoder.histogram = weakref.proxy(h)
+    return h
+
+
 class LatencyHistogram:
     """Latencies recorded in microseconds and read back in milliseconds."""
 
     __slots__ = ("_h",)
 
     def __init__(self, hdr: HdrHistogram | None = None) -> None:
-        self._h = hdr or HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
+        self._h = _freeable(hdr or HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS))
 
     def record_us(self, value_us: int) -> None:
         # Values outside the trackable range are clamped rather than dropped: a sample is never lost.

@@ -185,6 +185,7 @@ def parse_spec(data: Any, source: str = "<inline>") -> SloSpec:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SloSpecError(f"{source}: slos: duplicate name {dupes[0]!r}; names must be unique")
+    _check_one_goodput_definition(objectives, source)
     regressions = parse_rules(data["regressions"], source) if "regressions" in data else ()
     action = data.get("regression_action", "fail")
     if action not in ("fail", "warn"):
@@ -237,6 +238,21 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
         raise SloSpecError(f"{source}: {where}: field 'min': {lo:g} is greater than max {hi:g}")
     name = entry.get("name") or f"{metric}-{request_class}"
     return Objective(str(name), metric, request_class, max=hi, min=lo)
+
+
+def _check_one_goodput_definition(objectives: tuple[Objective, ...], source: str) -> None:
+    """Every goodput objective must give the same per-request limits: a request is good or not
+    once (as with `vllm bench serve --goodput`), and counted live against those limits. Two limit
+    sets on overlapping requests (`all` and a class, a class and a conversation tag) would judge
+    some objective against limits other than its own."""
+    goodput = [o for o in objectives if o.metric == GOODPUT]
+    for other in goodput[1:]:
+        if other.limits_ms != goodput[0].limits_ms:
+            raise SloSpecError(
+                f"{source}: slos: goodput objectives {goodput[0].name!r} ({goodput[0].describe_limits()}) and "
+                f"{other.name!r} ({other.describe_limits()}) give different per-request limits; a request is good "
+                "by one set of limits: use the same limits in every goodput objective"
+            )
 
 
 def _goodput(entry: dict[str, Any], where: str, source: str, request_class: str) -> Objective:

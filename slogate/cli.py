@@ -242,8 +242,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 
     def say_step(step: capacity.Step) -> None:
         ttft = ", ".join(f"{c} {v:.1f}" for c, v in step.ttft_p95_ms.items() if v is not None)
-        unit = "conv/s" if step.conversations else "req/s"
-        _say(f"{step.rate_rps:g} {unit}: {step.verdict}{' (aborted)' if step.aborted else ''}; TTFT p95 ms {ttft}")
+        aborted = " (aborted)" if step.aborted else ""
+        _say(f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{aborted}; TTFT p95 ms {ttft}")
 
     def search(url: str, out_dir: Path) -> capacity.CapacityResult:
         step = capacity.locust_step(

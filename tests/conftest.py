@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from slogate.launch import fault_server as fault
 from slogate.launch.locust_command import locust_argv, locustfile_path
+from slogate.launch.server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = locustfile_path("chat")
@@ -70,6 +71,9 @@ def run_locust(
     master's heartbeat); whatever is left of its process group then is killed.
     """
     extra = ["--only-summary", "--loglevel", "WARNING", *args]
+    if "--processes" in args and "--master-bind-port" not in args:  # not Locust's fixed 5557: runs may overlap
+        port = str(free_port())
+        extra += ["--master-bind-port", port, "--master-port", port]
     argv = locust_argv(host, locustfile=locustfile, report_dir=report_dir, extra=extra)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
@@ -109,7 +113,6 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """
     from slogate.launch.installation import InstallError
     from slogate.launch.launcher import start_profile
-    from slogate.launch.server import free_port
 
     tmp = tmp_path_factory.mktemp("vllm")
     try:

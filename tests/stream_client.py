@@ -13,7 +13,7 @@ import time
 from urllib.parse import urlsplit
 
 from slogate.locustfiles.endpoints import Endpoint, Messages
-from slogate.locustfiles.sse import SseParser, StreamErrorEvent, StreamProtocolError
+from slogate.locustfiles.sse import MALFORMED_EVENT, SseParser, StreamErrorEvent, malformed_message
 from slogate.locustfiles.timer import StreamTimer
 from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
 
@@ -64,7 +64,7 @@ def _measure(conn: http.client.HTTPConnection, endpoint: Endpoint, body: bytes, 
         return timer.fail(ErrorKind.TIMEOUT, "stream stalled", time.perf_counter())
     except StreamErrorEvent as e:
         return timer.fail(ErrorKind.STREAM_ERROR, str(e), time.perf_counter())
-    except StreamProtocolError as e:
-        return timer.fail(ErrorKind.PROTOCOL, str(e), time.perf_counter())
+    except MALFORMED_EVENT as e:
+        return timer.fail(ErrorKind.PROTOCOL, malformed_message(e), time.perf_counter())
     except (OSError, http.client.HTTPException) as e:
         return timer.fail(ErrorKind.TRUNCATED, repr(e), time.perf_counter())

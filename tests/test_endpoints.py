@@ -45,6 +45,22 @@ def test_completions_body_carries_the_conversation_as_text() -> None:
     assert "ignore_eos" not in COMPLETIONS.body("m", CONVERSATION, 16, 0.5, False)
 
 
+def test_every_dataset_role_and_content_parts_have_a_completions_prompt() -> None:
+    """A dataset may use every chat role and content given as parts: the text prompt labels each role
+    and keeps the text parts (it used to stop the run's requests with a KeyError)."""
+    from slogate.locustfiles.datasets import ROLES
+
+    parts = [
+        {"type": "text", "text": "look "},
+        {"type": "image_url", "image_url": {"url": "x"}},
+        {"type": "text", "text": "here"},
+    ]
+    messages = [{"role": role, "content": parts if role == "user" else role} for role in ROLES]
+    prompt = COMPLETIONS.body("m", messages, 8, 0.0, False)["prompt"]
+    assert "User: look here\n\n" in prompt and "Developer: developer\n\n" in prompt and "Tool: tool\n\n" in prompt
+    assert "Assistant:assistant\n\n" in prompt and prompt.endswith("Tool: tool\n\nAssistant:")
+
+
 def test_responses_body_carries_the_messages_as_input_items() -> None:
     body = RESPONSES.body("m", CONVERSATION, 16, 0.0, True)
     assert body == {

@@ -26,6 +26,7 @@ EXPECTED_KIND: dict[str, ErrorKind | None] = {
     "closed_before_response": ErrorKind.CONNECT,
     "cut_mid_stream": ErrorKind.TRUNCATED,  # the connection dropped mid-stream
     "not_json": ErrorKind.PROTOCOL,  # a data line that is not JSON
+    "bad_shape": ErrorKind.PROTOCOL,  # JSON, but not the event's shape (`{"choices": [null]}`)
     "error_event": ErrorKind.STREAM_ERROR,  # an SSE error event
     "no_done": ErrorKind.TRUNCATED,  # a proper end of the body, but no `data: [DONE]`
     "no_content": ErrorKind.NO_CONTENT,

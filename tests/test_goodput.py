@@ -79,8 +79,25 @@ def test_bad_goodput_objectives_are_one_line_naming_the_field(entry: dict, messa
 def test_goodput_limits_are_the_one_source_of_the_targets_when_present() -> None:
     latency = {"metric": "ttft", "percentile": 95, "max_ms": 500}
     assert goodput_targets(spec(latency)) == {ALL: {"ttft": 500.0}}  # without goodput: as vLLM's --goodput
-    both = spec(latency, GOODPUT, {**GOODPUT, "name": "strict", "ttft_ms": 150})
-    assert goodput_targets(both) == {"shared": {"ttft": 150.0, "tpot": 50.0}}
+    both = spec(latency, GOODPUT, {**GOODPUT, "name": "all-goodput", "class": "all", "min": 0.5})
+    assert goodput_targets(both) == {"shared": {"ttft": 200.0, "tpot": 50.0}, ALL: {"ttft": 200.0, "tpot": 50.0}}
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {**GOODPUT, "name": "strict", "ttft_ms": 150},  # tiers on one class
+        {**GOODPUT, "name": "everyone", "class": "all", "tpot_ms": 80},  # `all` and a class
+        {**GOODPUT, "name": "follow-ups", "class": "follow_up", "e2e_ms": 900},  # a class and a tag
+    ],
+)
+def test_goodput_objectives_with_different_limits_are_refused_in_one_line(other: dict) -> None:
+    """Counted once per request, a good request has one definition: judged against the merged
+    limits, one of two differing objectives would be judged against limits other than its own
+    (a false fail, or no figure at all: exit 3 on every run)."""
+    with pytest.raises(SloSpecError, match="give different per-request limits") as e:
+        spec(GOODPUT, other)
+    assert "\n" not in str(e.value) and other["name"] in str(e.value)
 
 
 def test_goodput_is_judged_as_the_fraction_of_requests_meeting_every_limit(tmp_path: Path) -> None:

@@ -1,17 +1,24 @@
-"""The GPU sweep's knee search and tables (benchmarks/gpu/sweep.py), without a server."""
+"""The GPU sweep (benchmarks/gpu/sweep.py), without a server: its capacity search is `slogate
+capacity`'s (launch/capacity.py), started where the sweep left off, and its tables."""
 
 import argparse
 import importlib.util
 import time
 from pathlib import Path
 
-import pytest
+from slogate.slo.judge import judge
+from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import RequestRecord
+from slogate.slo.report import Report, RunInfo
+from slogate.slo.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("gpu_sweep", ROOT / "benchmarks" / "gpu" / "sweep.py")
 assert spec is not None and spec.loader is not None
 sweep = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sweep)
+
+SLO = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200}], "min_samples": 10})
 
 
 def summary(p95: float, failures: int = 0, dropped: int = 0) -> dict:
@@ -27,60 +34,59 @@ def summary(p95: float, failures: int = 0, dropped: int = 0) -> dict:
     return {"verdict": "pass" if p95 <= 200 else "fail", "all": total, "saturated": False}
 
 
-class FakeServer(sweep.ProfileSweep):
-    """p95 TTFT grows with the rate and crosses 200 ms at 13 req/s."""
-
-    def __init__(self, knee_steps: int, resolution: float = 1.0) -> None:
-        args = argparse.Namespace(
-            knee_steps=knee_steps,
-            knee_resolution=resolution,
-            knee_max_rate=128.0,
-            target_ms=200.0,
-            run_time=1,
-            out=Path("unused"),
-        )
-        super().__init__(args, "fake", "http://x", time.monotonic() + 3600)
-        self.tried: list[float] = []
-
-    def open_loop(self, rate: float, kind: str) -> dict:
-        self.tried.append(rate)
-        return summary(p95=200 * rate / 13)
+def server_at(rate: float, step_s: float, report_dir: Path) -> Report:
+    """A server whose p95 TTFT crosses the 200 ms target at 13.5 req/s, judged as a Locust step would be."""
+    store = MetricsStore()
+    ttft_us = int(200_000 * rate / 13.5)
+    for i in range(40):
+        store.add(RequestRecord("shared", 100.0 + i / 10, e2e_us=ttft_us + 5000, ttft_us=ttft_us))
+    return judge(SLO, store, RunInfo())
 
 
-def test_the_knee_is_bisected_between_the_last_sustained_rate_and_the_first_unsustained_one() -> None:
-    server = FakeServer(knee_steps=4)
-    knee = server.knee({4.0: True, 8.0: True, 16.0: False, 24.0: False})
-    assert server.tried == [12.0, 14.0, 13.0]  # stops when the bracket is 1 req/s wide
-    assert knee == {"rate": 13.0, "unsustained_from": 14.0, "target_ms": 200.0}
+def profile_sweep(tmp_path: Path, swept: dict[float, float], search_steps: int = 8) -> "sweep.ProfileSweep":
+    args = argparse.Namespace(search_steps=search_steps, precision=0.1, run_time=1, out=tmp_path)
+    ps = sweep.ProfileSweep(args, "fake", "http://x", time.monotonic() + 3600)
+    ps.runs = [{"kind": "sweep", "rate": r, "users": None, "summary": summary(p95)} for r, p95 in swept.items()]
+    return ps
 
 
-def test_when_every_rate_is_sustained_the_search_doubles_the_rate() -> None:
-    server = FakeServer(knee_steps=2)
-    knee = server.knee({2.0: True, 4.0: True})
-    assert server.tried == [8.0, 16.0]
-    assert knee["rate"] == 8.0 and knee["unsustained_from"] == 16.0
+def test_the_search_starts_at_the_highest_swept_rate_that_passed_else_the_lowest(tmp_path: Path) -> None:
+    assert profile_sweep(tmp_path, {4.0: 60, 8.0: 120, 16.0: 250}).search_start() == 8.0
+    assert profile_sweep(tmp_path, {20.0: 300, 40.0: 600}).search_start() == 20.0
+    assert profile_sweep(tmp_path, {}).search_start() == 1.0
 
 
-def test_when_no_rate_is_sustained_the_knee_is_searched_below_the_lowest() -> None:
-    server = FakeServer(knee_steps=1)
-    knee = server.knee({20.0: False, 40.0: False})
-    assert server.tried == [10.0] and knee["rate"] == 10.0 and knee["unsustained_from"] == 20.0
+def test_the_capacity_is_slogate_capacitys_search_from_there(tmp_path: Path) -> None:
+    ps = profile_sweep(tmp_path, {4.0: 60, 8.0: 120, 16.0: 250})
+    found = ps.search_capacity(server_at)
+    assert found is not None and found["decided"]
+    assert found["capacity_rps"] <= 13.5 < found["first_failing_rps"] <= found["capacity_rps"] * 1.1
+    assert found["steps"][0]["rate_rps"] == 8.0  # it started where the sweep left off
+    assert (tmp_path / "fake" / "capacity" / "capacity.md").exists()
 
 
-@pytest.mark.parametrize(("failures", "dropped"), [(1, 0), (0, 1)])
-def test_a_rate_with_lost_requests_is_not_sustained_even_with_a_good_p95(failures: int, dropped: int) -> None:
-    assert sweep.meets_target(summary(50), 200)
-    assert not sweep.meets_target(summary(50, failures, dropped), 200)
-    assert not sweep.meets_target(None, 200)
+def test_a_step_that_cannot_be_judged_is_recorded_not_raised(tmp_path: Path) -> None:
+    def ungated(rate: float, step_s: float, report_dir: Path) -> Report:
+        return judge(None, MetricsStore(), RunInfo())
+
+    found = profile_sweep(tmp_path, {4.0: 60}).search_capacity(ungated)
+    assert found is not None and "needs an SLO file" in found["error"] and found["capacity_rps"] is None
+    assert profile_sweep(tmp_path, {4.0: 60}, search_steps=0).search_capacity(ungated) is None
 
 
-def test_the_tables_show_each_profile_its_runs_and_its_knee() -> None:
+def test_the_tables_show_each_profile_its_runs_and_its_capacity() -> None:
     run = {"kind": "sweep", "rate": 8.0, "users": None, "summary": {**summary(150), "prefix_cache_hit_rate": 0.4}}
     closed = {"kind": "closed", "rate": None, "users": 16, "summary": summary(900)}
-    sweeps = {
-        "h200-tuned": {"runs": [run, closed], "knee": {"rate": 13.0, "unsustained_from": 14.0}, "vllm_version": "0.20"}
-    }
-    text = sweep.render(sweeps, 200)
+    found = {"capacity_rps": 13.0, "first_failing_rps": 14.0, "steps_run": 5, "decided": True}
+    sweeps = {"h200-tuned": {"runs": [run, closed], "capacity": found, "vllm_version": "0.20", "healthy_after_s": 91}}
+    text = sweep.render(sweeps)
     assert "| h200-tuned | 8 | 100 |" in text and "| 0.40 | pass |" in text
     assert "| h200-tuned | 16 | 100 |" in text  # the closed-loop row
-    assert "| h200-tuned | **13 req/s** | 14 req/s | vLLM 0.20 |" in text
+    assert "| h200-tuned | **13 req/s** | 14 req/s | 5 | True | vLLM 0.20 | 91 s |" in text
+
+
+def test_the_charts_target_is_the_slo_files(tmp_path: Path) -> None:
+    assert sweep.ttft_target_ms(ROOT / "benchmarks" / "gpu" / "slo.yaml") == 200.0
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: e2e, percentile: 95, max_ms: 900}\n")
+    assert sweep.ttft_target_ms(slo) is None

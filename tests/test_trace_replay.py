@@ -47,8 +47,10 @@ def prompt_of(record: dict[str, Any]) -> list[str]:
 def test_a_trace_replays_with_its_arrival_times_and_prefix_sharing(logging_server, locust_run, tmp_path) -> None:
     url, log = logging_server
     entries = small_trace(tmp_path / "trace.jsonl")
+    # A second user starts a second in, while the first replays: it sends nothing, and must not
+    # note the workload without the trace's facts.
     run = locust_run(
-        url, "-u", "1", "--trace", str(tmp_path / "trace.jsonl"), "--trace-block-tokens", str(BLOCK),
+        url, "-u", "2", "-r", "1", "--trace", str(tmp_path / "trace.jsonl"), "--trace-block-tokens", str(BLOCK),
         locustfile="trace", timeout=60,
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]  # no --run-time: the run ended with the trace

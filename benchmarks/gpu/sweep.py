@@ -3,7 +3,8 @@ wanted it measured: for each profile, launch it, then run through slogate's Locu
 
   1. an open-loop sweep (Poisson arrivals at each `--rates` value, latency from the schedule),
   2. one closed-loop run (`--concurrency` users, each waiting for its answer),
-  3. a short search for the knee: the highest rate whose p95 TTFT stays <= `--target-ms`,
+  3. the capacity at the SLO file's objectives: `slogate capacity`'s search (launch/capacity.py),
+     started at the highest swept rate that passed, its steps in `<profile>/capacity/`,
 
 and, on the last profile, a cross-check of one rate against `vllm bench serve` on the same server.
 Every run's full slo-report.json is kept; `RESULTS.md`, `results.json`, `ttft_vs_rate.png` and
@@ -14,7 +15,8 @@ On the H200 (benchmarks/gpu/README.md has the whole recipe):
     python3 benchmarks/gpu/sweep.py --out /tmp/gpu-results --profiles benchmarks/gpu/profiles/h200-baseline.yaml
 On the local vLLM CPU server (same script, smaller numbers):
     .venv/bin/python benchmarks/gpu/sweep.py --out cpu-sweep --config benchmarks/gpu/cpu.conf \
-        --profiles cpu-demo-baseline cpu-demo --rates 0.5,1 --concurrency 2 --run-time 20 --knee-steps 1 \
+        --slo-file benchmarks/gpu/cpu-slo.yaml \
+        --profiles cpu-demo-baseline cpu-demo --rates 0.5,1 --concurrency 2 --run-time 20 --search-steps 2 \
         --cross-check-rate 1
 """
 
@@ -32,6 +34,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # benchmarks/, for ttft_accuracy
 
+from slogate.launch import capacity  # noqa: E402
 from slogate.launch.compare import plot_by_class, write_comparison  # noqa: E402
 from slogate.launch.installation import InstallError, VllmInstall  # noqa: E402
 from slogate.launch.launcher import start_profile  # noqa: E402
@@ -40,6 +43,8 @@ from slogate.launch.profile import Profile, load_profile  # noqa: E402
 from slogate.launch.server import ServerStartError  # noqa: E402
 from slogate.launch.validate import ProfileInvalid  # noqa: E402
 from slogate.slo.report import Report  # noqa: E402
+from slogate.slo.spec import load_spec  # noqa: E402
+from slogate.slo.verdict import Verdict  # noqa: E402
 from ttft_accuracy import VLLM_BENCH  # noqa: E402
 
 CLASSES = ("shared", "unique", "all")
@@ -60,6 +65,8 @@ def read_conf(path: Path) -> dict[str, str]:
     return out
 
 
+SEARCH_ARGS = ["--arrival-process", "poisson", "--max-in-flight", "1024"]  # the sweep's and the search's
+STEP_WARMUP_S = 5  # per capacity step: each is a fresh Locust run with fresh prompts
 STOP_TIMEOUT_S = 30  # let requests in flight at the end finish (overloaded runs have seconds-long ones)
 
 
@@ -103,13 +110,10 @@ def summarize(report: Report) -> dict[str, Any]:
     return out
 
 
-def meets_target(summary: dict[str, Any] | None, target_ms: float) -> bool:
-    """A rate is sustained when every request got through and p95 TTFT (all classes) is on target."""
-    if not summary or "all" not in summary:
-        return False
-    total = summary["all"]
-    p95 = total["ttft_ms"]["p95"]
-    return total["failures"] == 0 and total["dropped"] == 0 and p95 is not None and p95 <= target_ms
+def ttft_target_ms(slo_file: Path) -> float | None:
+    """The strictest p-anything TTFT target on all requests in the SLO file: the charts' line."""
+    targets = [o.max for o in load_spec(slo_file).objectives if o.metric == "ttft" and o.request_class == "all"]
+    return min((t for t in targets if t is not None), default=None)
 
 
 class ProfileSweep:
@@ -136,7 +140,7 @@ class ProfileSweep:
             say(f"  skipping {kind} {rate:g} req/s: the command's time budget is spent")
             return None
         say(f"  {self.name}: open loop {rate:g} req/s ({kind})")
-        extra = ["--arrival-rate", f"{rate:g}", "--arrival-process", "poisson", "--max-in-flight", "1024"]
+        extra = ["--arrival-rate", f"{rate:g}", *SEARCH_ARGS]
         report = run_locust(
             self.host, "open-loop", self.a.config, self.dir / f"{kind}-{rate:g}", self.a.run_time, 1,
             [*extra, "--slo-file", str(self.a.slo_file)],
@@ -161,27 +165,31 @@ class ProfileSweep:
             say(f"    TTFT p50/p95/p99 {t['p50']}/{t['p95']}/{t['p99']} ms, verdict {summary['verdict']}")
         return summary
 
-    def knee(self, sustained: dict[float, bool]) -> dict[str, Any]:
-        """Bisect between the highest sustained rate and the lowest unsustained one above it;
-        double the rate when every swept rate was sustained."""
-        ok = [r for r, good in sustained.items() if good]
-        low = max(ok) if ok else 0.0
-        bad = [r for r, good in sustained.items() if not good and r > low]
-        high = min(bad) if bad else None
-        steps = 0
-        while steps < self.a.knee_steps and (high is None or high - low > self.a.knee_resolution):
-            rate = low * 2 if high is None else round((low + high) / 2, 2)
-            if high is None and rate > self.a.knee_max_rate:
-                break
-            summary = self.open_loop(rate, "knee")
-            if summary is None and not self.time_left():
-                break
-            if meets_target(summary, self.a.target_ms):
-                low = rate
-            else:
-                high = rate
-            steps += 1
-        return {"rate": low, "unsustained_from": high, "target_ms": self.a.target_ms}
+    def search_start(self) -> float:
+        """Where the capacity search starts: the highest swept rate that passed the SLO file (it
+        doubles from there), else the lowest swept rate (it halves)."""
+        swept = [r for r in self.runs if r["kind"] == "sweep" and r["summary"]]
+        passed = [r["rate"] for r in swept if r["summary"]["verdict"] == Verdict.PASS]
+        return max(passed, default=None) or min((r["rate"] for r in swept), default=None) or 1.0
+
+    def search_capacity(self, run_step: capacity.RunStep) -> dict[str, Any] | None:
+        """`slogate capacity`'s search on this server, the same SLO file and workload; None when
+        `--search-steps` is 0 or the time budget is spent."""
+        if self.a.search_steps < 2 or not self.time_left():
+            return None
+        settings = capacity.SearchSettings(self.search_start(), self.a.precision, self.a.run_time, self.a.search_steps)
+        say(f"  {self.name}: capacity search from {settings.rate_start:g} req/s, {settings.max_steps} steps at most")
+        try:
+            result = capacity.search(run_step, settings, self.dir / "capacity", on_step=self._say_step)
+        except capacity.CapacityInputError as e:  # a step that could not be judged: a result too
+            say(f"  {self.name}: capacity search stopped: {e}")
+            return {"error": str(e), "capacity_rps": None, "first_failing_rps": None}
+        capacity.write_capacity(result, self.dir / "capacity", self.name)
+        return result.to_json()
+
+    @staticmethod
+    def _say_step(step: capacity.Step) -> None:
+        say(f"    {step.rate_rps:g} {step.rate_unit}: {step.verdict}{' (aborted)' if step.aborted else ''}")
 
     def save(self, extra: dict[str, Any]) -> None:
         data = {"profile": self.name, "runs": self.runs, **extra}
@@ -242,6 +250,10 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
+def _rate(v: float | None) -> str:
+    return "-" if v is None else f"{v:g} req/s"
+
+
 def load_sweeps(out: Path) -> dict[str, dict[str, Any]]:
     found = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("*/sweep.json"))}
     return dict(sorted(found.items(), key=lambda kv: kv[1].get("started_at", 0)))
@@ -253,22 +265,23 @@ def _table_head(load: str) -> list[str]:
     return ["| " + " | ".join(cells) + " |", "|---" * len(cells) + "|"]
 
 
-def render(sweeps: dict[str, dict[str, Any]], target_ms: float) -> str:
+def render(sweeps: dict[str, dict[str, Any]]) -> str:
     lines = ["## Open-loop sweep (Poisson arrivals, latency from the scheduled send)", "", *_table_head("rate (req/s)")]
     for name, s in sweeps.items():
         for run in sorted((r for r in s["runs"] if r["rate"] is not None), key=lambda r: r["rate"]):
-            lines.append(_row(name, f"{run['rate']:g}" + (" (knee search)" if run["kind"] == "knee" else ""), run))
+            lines.append(_row(name, f"{run['rate']:g}", run))
     lines += ["", "## Closed loop (N users, each waits for its answer)", "", *_table_head("users")]
     for name, s in sweeps.items():
         for run in (r for r in s["runs"] if r["kind"] == "closed"):
             lines.append(_row(name, str(run["users"]), run))
-    lines += ["", f"## Knee: the highest open-loop rate with p95 TTFT (all requests) <= {target_ms:g} ms", ""]
-    lines += ["| profile | knee | first rate above the target | server | healthy after |", "|---|---|---|---|---|"]
+    lines += ["", "## Capacity: the highest open-loop rate with every SLO met (`slogate capacity`'s search)", ""]
+    lines += ["| profile | capacity | first failing | steps | decided | server | healthy after |", "|---" * 7 + "|"]
     for name, s in sweeps.items():
-        k = s.get("knee") or {}
-        above = "-" if k.get("unsustained_from") is None else f"{k['unsustained_from']:g} req/s"
-        knee = f"**{k['rate']:g} req/s**" if k.get("rate") else "below the lowest rate tried"
-        lines.append(f"| {name} | {knee} | {above} | vLLM {s.get('vllm_version')} | {s.get('healthy_after_s')} s |")
+        c = s.get("capacity") or {}
+        cap = "not searched" if not c else c.get("error") or f"**{_rate(c['capacity_rps'])}**"
+        server = f"vLLM {s.get('vllm_version')} | {s.get('healthy_after_s')} s"
+        steps = f"{c.get('steps_run', '-')} | {c.get('decided', '-')}"
+        lines.append(f"| {name} | {cap} | {_rate(c.get('first_failing_rps'))} | {steps} | {server} |")
     checks = [(name, s["cross_check"]) for name, s in sweeps.items() if s.get("cross_check")]
     for name, c in checks:
         lines += ["", f"## Cross-check on {name} at {c['rate']:g} req/s: slogate vs `vllm bench serve`", ""]
@@ -307,7 +320,7 @@ def _row(name: str, load: str, run: dict[str, Any]) -> str:
     )
 
 
-def plot(sweeps: dict[str, dict[str, Any]], target_ms: float, out: Path) -> Path | None:
+def plot(sweeps: dict[str, dict[str, Any]], target_ms: float | None, out: Path) -> Path | None:
     """p95 TTFT against the offered rate, per profile and class, with the target line."""
 
     def draw(ax: Any, cls: str) -> None:
@@ -323,10 +336,10 @@ def plot(sweeps: dict[str, dict[str, Any]], target_ms: float, out: Path) -> Path
     return plot_by_class(out, draw, "p95 TTFT", "offered load (requests/s, Poisson)", "p95 TTFT", target_ms)
 
 
-def write_report(out: Path, target_ms: float, compare_rate: float | None) -> Path:
+def write_report(out: Path, target_ms: float | None, compare_rate: float | None) -> Path:
     sweeps = load_sweeps(out)
     (out / "results.json").write_text(json.dumps(sweeps, indent=2) + "\n")
-    text = render(sweeps, target_ms)
+    text = render(sweeps)
     if compare_rate is not None:
         reports = {}
         for name in sweeps:
@@ -355,10 +368,8 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=16, help="users in the closed-loop run (0: none)")
     ap.add_argument("--run-time", type=int, default=30, help="seconds per run")
     ap.add_argument("--warmup-s", type=int, default=10, help="an unmeasured run at the first rate before the sweep")
-    ap.add_argument("--target-ms", type=float, default=200.0, help="the knee's p95 TTFT target")
-    ap.add_argument("--knee-steps", type=int, default=3, help="extra runs to bisect the knee")
-    ap.add_argument("--knee-resolution", type=float, default=1.0, help="stop bisecting below this gap, req/s")
-    ap.add_argument("--knee-max-rate", type=float, default=128.0)
+    ap.add_argument("--search-steps", type=int, default=6, help="the capacity search's --max-steps (0: no search)")
+    ap.add_argument("--precision", type=float, default=0.1, help="the capacity search's --precision")
     ap.add_argument("--cross-check-rate", type=float, help="on the last profile, also run vllm bench serve here")
     ap.add_argument("--cross-check-config", type=Path, default=HERE / "crosscheck.conf")
     ap.add_argument("--compare-rate", type=float, help="the sweep rate whose reports `compare/` puts side by side")
@@ -401,22 +412,24 @@ def main() -> int:
         started = time.time()
         try:
             sweep.warm_up(rates[0], a.warmup_s)
-            sustained = {}
             for rate in rates:
-                summary = sweep.open_loop(rate, "sweep")
-                if summary is not None:
-                    sustained[rate] = meets_target(summary, a.target_ms)
+                sweep.open_loop(rate, "sweep")
             if a.concurrency:
                 sweep.closed_loop(a.concurrency)
-            knee = sweep.knee(sustained)
-            say(f"{profile_name}: knee {knee['rate']:g} req/s (first above target: {knee['unsustained_from']})")
+            found = sweep.search_capacity(
+                capacity.locust_step(
+                    server.url, slo_file=a.slo_file, warmup_s=STEP_WARMUP_S, config=a.config, locust_args=SEARCH_ARGS
+                )
+            )
+            if found is not None:
+                say(f"{profile_name}: capacity {found['capacity_rps']}, first failing {found['first_failing_rps']}")
             check = None
             if a.cross_check_rate and i == len(a.profiles) - 1:
                 if time.monotonic() + 2 * a.run_time + 60 < deadline:
                     check = cross_check(a, sweep, vllm, profile)
                 else:
                     say("  skipping the cross-check: the command's time budget is spent")
-            sweep.save({**info, "knee": knee, "cross_check": check, "started_at": started})
+            sweep.save({**info, "capacity": found, "cross_check": check, "started_at": started})
         finally:
             server.stop()
             log = server.log_path
@@ -424,7 +437,7 @@ def main() -> int:
                 lines = log.read_text().splitlines()  # the head has the engine's choices (kernels, KV size)
                 (sweep.dir / "server-log-head.txt").write_text("\n".join(lines[:150]) + "\n")
                 (sweep.dir / "server-log-tail.txt").write_text("\n".join(lines[-200:]) + "\n")
-    archive = write_report(a.out, a.target_ms, a.compare_rate)
+    archive = write_report(a.out, ttft_target_ms(a.slo_file), a.compare_rate)
     print((a.out / "RESULTS.md").read_text())
     say(f"archive {archive}")
     return code
