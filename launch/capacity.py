@@ -40,7 +40,14 @@ JSON_NAME, MARKDOWN_NAME, PNG_NAME = "capacity.json", "capacity.md", "capacity.p
 
 
 class CapacityInputError(ValueError):
-    """A setting the search cannot run with, or a step that could not be judged; str() is one line."""
+    """A setting the search cannot run with, or a step that could not be judged; str() is one line.
+    `exit_code`: usage (2), or inconclusive (3) when a step's run failed on its own (no report);
+    `partial`: the steps the search had already judged, set by `search`."""
+
+    def __init__(self, message: str, exit_code: int = exitcodes.USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.partial: CapacityResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +206,11 @@ def search(
             result.stopped_because = f"--max-steps {settings.max_steps} reached before the bracket was within precision"
             return result
         where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps"
-        step, report = _judge_rate(run_step, rate, settings.step_s, where)
+        try:
+            step, report = _judge_rate(run_step, rate, settings.step_s, where)
+        except CapacityInputError as e:
+            e.partial = result  # what was judged before stays reported
+            raise
         result.steps.append(step)
         result.ttft_targets_ms = result.ttft_targets_ms or ttft_targets(report)
         on_step(step)
@@ -249,7 +260,9 @@ def read_report(report_dir: Path) -> Report:
         log = report_dir / "locust.log"
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.exists() else []
         said = f": {lines[-1].strip()}" if lines else ""
-        raise CapacityInputError(f"the step's Locust run wrote no report{said} (see {log})") from None
+        raise CapacityInputError(
+            f"the step's Locust run wrote no report{said} (see {log})", exitcodes.INCONCLUSIVE
+        ) from None
 
 
 def locust_step(
@@ -412,9 +425,14 @@ def write_summary(results: dict[str, CapacityResult], out_dir: Path, min_capacit
     return md
 
 
-def write_error(out_dir: Path, message: str) -> Path:
-    """Bad input: the reason in `capacity.json`, so a CI job still has an artifact."""
+def write_error(out_dir: Path, error: CapacityInputError | str) -> Path:
+    """A search that could not run or finish: the reason in `capacity.json`, with the steps judged
+    before it (`partial`), so a CI job still has an artifact."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / JSON_NAME
-    path.write_text(json.dumps({"error": message, "exit_code": exitcodes.USAGE}, indent=2) + "\n")
+    data: dict[str, Any] = {"error": str(error), "exit_code": getattr(error, "exit_code", exitcodes.USAGE)}
+    partial = getattr(error, "partial", None)
+    if partial is not None and partial.steps:
+        data["partial"] = partial.to_json()
+    path.write_text(json.dumps(data, indent=2) + "\n")
     return path

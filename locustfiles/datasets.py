@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from slogate.locustfiles.words import WORDS
+from slogate.slo.record import file_class
 
 ROLES = ("system", "user", "assistant", "developer", "tool")
 SHAREGPT_ROLES = {"system": "system", "human": "user", "gpt": "assistant"}
@@ -80,13 +81,6 @@ def _positive_int(entry: dict, name: str) -> int:
     return value
 
 
-def _request_class(entry: dict) -> str | None:
-    value = entry.get("class")
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise ValueError(f"'class' must be a non-empty string, got {value!r}")
-    return value
-
-
 def _chat_request(entry: dict, line: int) -> Conversation:
     messages = entry.get("messages")
     if messages is None:
@@ -104,7 +98,7 @@ def _chat_request(entry: dict, line: int) -> Conversation:
             raise ValueError(f"messages[{index}]: 'content' must be a string or a list of parts")
     extra = {k: v for k, v in entry.items() if k not in _REQUEST_FIELDS}
     turn = Turn(tuple(messages), _positive_int(entry, "max_tokens"))
-    return Conversation(line, (turn,), _request_class(entry), extra)
+    return Conversation(line, (turn,), file_class(entry.get("class")), extra)
 
 
 def _answer_tokens(answer: str) -> int:
@@ -138,7 +132,7 @@ def _sharegpt_conversation(entry: dict, line: int, max_tokens: int | None) -> Co
         turns.append(Turn(tuple(pending), max_tokens or DEFAULT_MAX_TOKENS))
     if not turns:
         raise ValueError("the conversation has no human turn")
-    return Conversation(line, tuple(turns), _request_class(entry))
+    return Conversation(line, tuple(turns), file_class(entry.get("class")))
 
 
 def _entry(entry: object, line: int, max_tokens: int | None) -> Conversation:

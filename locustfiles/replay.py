@@ -9,6 +9,7 @@ from typing import Any
 
 from slogate.locustfiles import trace
 from slogate.locustfiles.workload import ChatRequest, Workload
+from slogate.slo.record import PREFIX_HIT, PREFIX_MISS
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,7 @@ def trace_facts(options: TraceOptions, scheduled: list[trace.ScheduledRequest], 
 def trace_tags(scheduled: list[trace.ScheduledRequest]) -> list[str]:
     """Every tag (SLO `class`) a replay of `scheduled` can produce."""
     classes = sorted({s.request.request_class for s in scheduled if s.request.request_class})
-    return [trace.PREFIX_HIT, trace.PREFIX_MISS, *classes]
+    return [PREFIX_HIT, PREFIX_MISS, *classes]
 
 
 def trace_request(workload: Workload, builder: trace.PromptBuilder, scheduled: trace.ScheduledRequest) -> ChatRequest:
@@ -65,6 +66,6 @@ def trace_request(workload: Workload, builder: trace.PromptBuilder, scheduled: t
     messages = [{"role": "user", "content": builder.prompt(request)}]
     cfg = workload.config
     body = workload.endpoint.body(workload.model, messages, request.output_length, cfg.temperature, True)
-    request_class = trace.PREFIX_HIT if scheduled.prefix_hit else trace.PREFIX_MISS
+    request_class = PREFIX_HIT if scheduled.prefix_hit else PREFIX_MISS
     tags = (request.request_class,) if request.request_class else ()
     return ChatRequest(request_class, body, messages, tags)

@@ -40,9 +40,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from slogate.locustfiles.words import WORDS
+from slogate.slo.record import file_class
 
 DEFAULT_BLOCK_TOKENS = 512
-PREFIX_HIT, PREFIX_MISS = "prefix_hit", "prefix_miss"
 
 
 class TraceError(Exception):
@@ -118,9 +118,7 @@ def _parse_request(text: str, line: int, block_tokens: int) -> TraceRequest:
             f"hash_ids has {len(hash_ids)} blocks but input_length {input_length} needs {needed}"
             f" (block {block_tokens} tokens)"
         )
-    request_class = entry.get("class")
-    if request_class is not None and (not isinstance(request_class, str) or not request_class.strip()):
-        raise ValueError(f"'class' must be a non-empty string, got {request_class!r}")
+    request_class = file_class(entry.get("class"))
     return TraceRequest(line, float(timestamp), input_length, output_length, tuple(hash_ids), request_class)
 
 
@@ -172,11 +170,6 @@ class ScheduledRequest:
     send_at_s: float  # after the run's start; latency is measured from here, not from the send
     request: TraceRequest
     prefix_hit: bool  # its first block was in an earlier scheduled request (unbounded cache)
-
-    @property
-    def tags(self) -> tuple[str, ...]:
-        prefix = PREFIX_HIT if self.prefix_hit else PREFIX_MISS
-        return (prefix,) if self.request.request_class is None else (self.request.request_class, prefix)
 
 
 def schedule(

@@ -2,9 +2,13 @@
 
 `TraceReplayUser` sends its process's share of the trace (`trace.shard`: worker i of n takes every
 n-th request from the i-th and keeps its time; n is the master's `--expect-workers`, which
-`--processes` sets) at `(timestamp - --trace-start-s) / --trace-speedup` after the trace's zero
-(`TRACE_LEAD_S` after the run starts, one instant for every process), each measured from that
-scheduled time as the open-loop user measures its arrivals. Prompts are
+`--processes` sets) at `(timestamp - --trace-start-s) / --trace-speedup` after the trace's zero,
+each measured from that scheduled time as the open-loop user measures its arrivals. The zero is
+one wall-clock instant for every process, chosen once every process is ready to send (has loaded
+the trace and calibrated its prompts, which takes a round trip per `/tokenize` call): a single
+process takes it when it is ready; in a distributed run each worker tells the master it is
+ready, and the master sends every worker the zero once all `--expect-workers` are (or after
+`READY_WAIT_S`, with those that are). Prompts are
 built block by block (`trace.PromptBuilder`, token-exact through `/tokenize`), with
 `output_length` as `max_tokens` and `ignore_eos`. One user per process replays (`-u` at least the
 number of workers); a process's further users send nothing.
@@ -22,9 +26,10 @@ import time
 from typing import Any
 
 import gevent
+from gevent.event import AsyncResult
 from locust import events, task
 from locust.exception import StopUser
-from locust.runners import WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 from slogate.locustfiles import replay, server, trace
 from slogate.locustfiles.open_loop import OpenLoopSender
 from slogate.slo import target
@@ -33,19 +38,46 @@ from slogate.slo.locust_plugin import BAD_CONFIG, abort_run, end_run, gate_for, 
 log = logging.getLogger("slogate.trace")
 
 _POLL_S = 0.2  # how often the master checks whether the trace's requests are all accounted for
-# The trace's time zero is this long after the run starts, one wall-clock instant for every process:
-# each must load the trace and calibrate its prompts first, and shards started at their own
-# readiness would drift apart by those (unequal) times.
-TRACE_LEAD_S = 1.0
+READY, ZERO = "slogate_trace_ready", "slogate_trace_zero"  # worker -> master, master -> workers
+ZERO_LEAD_S = 0.2  # from the zero's choice to the zero: time for its message to reach the workers
+READY_WAIT_S = 120.0  # the master starts the trace without the workers not ready by then
+_zeros: dict[int, AsyncResult] = {}  # per environment (run): the trace's zero, wall clock
+_ready: dict[int, set[str]] = {}  # master, per environment: the workers ready to send
 
 
-@events.test_start.add_listener
-def _choose_trace_zero(environment: Any, **_: Any) -> None:
-    """Where the run starts (locally or on the master, whose options reach the workers with the
-    spawn message, as the prompt nonce does): the wall-clock time of the trace's zero."""
-    opts = environment.parsed_options
-    if opts is not None and not isinstance(environment.runner, WorkerRunner):
-        opts.run_trace_zero = time.time() + TRACE_LEAD_S
+def _zero(environment: Any) -> AsyncResult:
+    return _zeros.setdefault(id(environment), AsyncResult())
+
+
+def _on_ready(environment: Any, msg: Any, **_: Any) -> None:
+    _ready.setdefault(id(environment), set()).add(msg.node_id)
+
+
+def _on_zero(environment: Any, msg: Any, **_: Any) -> None:
+    _zero(environment).set(msg.data)
+
+
+@events.init.add_listener
+def _register_messages(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        runner.register_message(READY, _on_ready)
+    elif isinstance(runner, WorkerRunner):
+        runner.register_message(ZERO, _on_zero)
+
+
+def _release_workers(environment: Any) -> None:
+    """On the master: the zero, once every expected worker is ready (or after READY_WAIT_S)."""
+    expected = max(1, environment.parsed_options.expect_workers)
+    waited_until = time.monotonic() + READY_WAIT_S
+    while len(_ready.get(id(environment), ())) < expected and time.monotonic() < waited_until:
+        gevent.sleep(_POLL_S / 4)
+    ready = len(_ready.get(id(environment), ()))
+    if ready < expected:
+        log.warning("slogate: %d of %d workers ready to replay after %.0f s; starting", ready, expected, READY_WAIT_S)
+    zero = time.time() + ZERO_LEAD_S
+    environment.runner.send_message(ZERO, zero)
+    _zero(environment).set(zero)
 
 
 _watchers: dict[int, gevent.Greenlet] = {}  # per environment: the greenlet that ends the run
@@ -63,10 +95,13 @@ def _end_with_the_trace(environment: Any, **_: Any) -> None:
     if options is None or isinstance(environment.runner, WorkerRunner):
         return
     scheduled = replay.load_schedule(options)
+    _zeros[id(environment)] = AsyncResult()  # a new run (web UI): a new zero
+    _ready[id(environment)] = set()
+    if isinstance(environment.runner, MasterRunner):
+        gevent.spawn(_release_workers, environment)
     last_due = max((s.send_at_s for s in scheduled), default=0.0)
-    zero = getattr(opts, "run_trace_zero", None) or time.time()
-    deadline = zero + last_due + opts.request_timeout + _GRACE_S
-    _watchers[id(environment)] = gevent.spawn(_watch_trace_end, environment, len(scheduled), deadline)
+    patience = last_due + opts.request_timeout + _GRACE_S
+    _watchers[id(environment)] = gevent.spawn(_watch_trace_end, environment, len(scheduled), patience)
 
 
 @events.test_stop.add_listener
@@ -77,8 +112,10 @@ def _stop_watching(environment: Any, **_: Any) -> None:
         watcher.kill(block=False)
 
 
-def _watch_trace_end(environment: Any, requests: int, deadline: float) -> None:
+def _watch_trace_end(environment: Any, requests: int, patience_s: float) -> None:
+    """End the run once `requests` are recorded; inconclusive if some are not `patience_s` after the zero."""
     gate = gate_for(environment)
+    zero = _zero(environment)
     while True:
         gevent.sleep(_POLL_S)
         store = gate.metrics()
@@ -86,7 +123,7 @@ def _watch_trace_end(environment: Any, requests: int, deadline: float) -> None:
         recorded = total.requests + total.dropped + store.warmup_excluded
         if recorded >= requests:
             break
-        if time.time() > deadline:
+        if zero.ready() and time.time() > zero.get() + patience_s:
             abort_run(
                 environment,
                 f"the trace's requests were due and answered or timed out by now, but {requests - recorded} of "
@@ -138,11 +175,14 @@ class TraceReplayUser(OpenLoopSender):
         self.share = trace.shard(scheduled, index, count) if index < count else []
         TraceReplayUser.facts[id(self.environment)] = replay.trace_facts(options, scheduled, self.builder.exact)
         note_workload(self.environment, model, self.workload_facts())
-        # The shared zero on this process's monotonic clock. Across machines it is as good as their
-        # clocks' sync; a process ready after it sends its first requests late, and the self-check's
-        # send lag says so (latency is measured from the scheduled time all the same).
-        zero = getattr(self.environment.parsed_options, "run_trace_zero", None) or time.time()
-        self.started = time.perf_counter() + (zero - time.time())
+        zero = _zero(self.environment)
+        if isinstance(runner, WorkerRunner):
+            runner.send_message(READY, None)  # and wait for the master's zero (module docstring)
+        else:
+            zero.set(time.time())
+        # The shared zero on this process's monotonic clock; across machines as good as their clocks' sync.
+        wall = zero.get(timeout=READY_WAIT_S + 60)
+        self.started = time.perf_counter() + (wall - time.time())
 
     @task
     def send_share(self) -> None:

@@ -76,7 +76,10 @@ def goodput_ceiling(objective: Objective, metrics: MetricsStore, client_delay_ms
     over = 0
     for metric, limit_ms in objective.limits_ms:
         values, counts = cm.latency[metric].distinct_values_ms()
-        over = max(over, int(counts[values > limit_ms + client_delay_ms].sum()))
+        over_limit = int(counts[values > limit_ms + client_delay_ms].sum())
+        if metric == "ttft":  # the TTFT histogram also holds the unfinished requests, which goodput leaves out
+            over_limit = max(0, over_limit - cm.unfinished)
+        over = max(over, over_limit)
     return 1 - (cm.failures + over) / cm.requests
 
 

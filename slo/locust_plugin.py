@@ -129,6 +129,8 @@ class Gate:
                 raise SloSpecError(f"--slo-window-s: must be > 0, got {window_s!r}")
             if self.interval_s <= 0:
                 raise SloSpecError("--slo-abort-on-fail judges the time series: --slo-interval-s must be > 0")
+            if spec is None:
+                raise SloSpecError("--slo-abort-on-fail judges the SLO file's objectives: give --slo-file")
 
     @property
     def interval_s(self) -> float:

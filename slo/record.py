@@ -14,6 +14,8 @@ ALL, SHARED, UNIQUE = "all", "shared", "unique"
 PREFIX_CLASSES = (SHARED, UNIQUE)
 FIRST_TURN, FOLLOW_UP = "first_turn", "follow_up"
 TURN_TAGS_UP_TO = 8
+# A trace replay's request classes: whether the request's first block was in an earlier request.
+PREFIX_HIT, PREFIX_MISS = "prefix_hit", "prefix_miss"
 
 
 def turn_tag(turn: int) -> str:
@@ -29,6 +31,19 @@ def conversation_tags(turn: int) -> tuple[str, str]:
 def is_conversation_tag(name: str) -> bool:
     """Whether `name` is a conversation tag (`first_turn`, `follow_up`, `turn_<k>`), not a request class."""
     return name in conversation_tag_names(TURN_TAGS_UP_TO + 1)
+
+
+def file_class(value: object) -> str | None:
+    """A trace line's or dataset entry's `class` (a tag of its own), checked: a non-empty string
+    that is none of the names slogate gives requests itself (it would merge with them). ValueError,
+    one line, otherwise; None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"'class' must be a non-empty string, got {value!r}")
+    if value in (ALL, *PREFIX_CLASSES, PREFIX_HIT, PREFIX_MISS) or is_conversation_tag(value):
+        raise ValueError(f"'class' {value!r} is a name slogate gives requests itself; choose another")
+    return value
 
 
 def conversation_tag_names(max_turns: int) -> list[str]:

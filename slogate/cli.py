@@ -245,16 +245,25 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         aborted = " (aborted)" if step.aborted else ""
         _say(f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{aborted}; TTFT p95 ms {ttft}")
 
-    def search(url: str, out_dir: Path) -> capacity.CapacityResult:
+    def search(name: str, url: str, out_dir: Path) -> capacity.CapacityResult:
+        """One search, its files written as soon as it ends (a later profile's failure loses nothing)."""
         step = capacity.locust_step(
             url, slo_file=args.slo_file, warmup_s=args.warmup_s, config=config, locust_args=args.locust_args
         )
-        return capacity.search(step, settings, out_dir, on_step=say_step)
+        try:
+            result = capacity.search(step, settings, out_dir, on_step=say_step)
+        except capacity.CapacityInputError as e:
+            capacity.write_error(out_dir, e)
+            raise
+        paths = capacity.write_capacity(result, out_dir, name, args.min_capacity)
+        assert paths["markdown"] is not None
+        print(paths["markdown"].read_text(), flush=True)
+        return result
 
     def run() -> int:
         results: dict[str, capacity.CapacityResult] = {}
         if args.host:
-            results[""] = search(args.host, out)
+            results[""] = search("", args.host, out)
         else:
             try:
                 profiles = [load_profile(name) for name in args.profile]
@@ -268,13 +277,9 @@ def cmd_capacity(args: argparse.Namespace) -> int:
                     profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
                 ).server
                 try:
-                    results[profile.name] = search(server.url, out / profile.name)
+                    results[profile.name] = search(profile.name, server.url, out / profile.name)
                 finally:
                     server.stop()
-        for name, result in results.items():
-            paths = capacity.write_capacity(result, out / name, name, args.min_capacity)
-            assert paths["markdown"] is not None
-            print(paths["markdown"].read_text(), flush=True)
         if len(results) > 1:
             print(capacity.write_summary(results, out, args.min_capacity).read_text(), flush=True)
         _say(f"capacity in {out}/ ({capacity.JSON_NAME}, {capacity.MARKDOWN_NAME}, {capacity.PNG_NAME})")
@@ -282,9 +287,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 
     try:
         return _guarded(run)
-    except capacity.CapacityInputError as e:
-        capacity.write_error(out, str(e))
-        return _fail(str(e), exitcodes.USAGE)
+    except capacity.CapacityInputError as e:  # written where its search was (a profile's, or --out)
+        return _fail(str(e), e.exit_code)
 
 
 def cmd_baseline_save(args: argparse.Namespace) -> int:

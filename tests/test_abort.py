@@ -142,10 +142,20 @@ def test_a_run_past_its_slo_stops_early_with_exit_1(
     assert "aborted after" in run.stderr
 
 
-def test_bad_window_is_a_usage_error(own_fault_server, locust_run, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--slo-file", "SLO", "--slo-window-s", "0"], "--slo-window-s: must be > 0"),
+        ([], "--slo-abort-on-fail judges the SLO file's objectives: give --slo-file"),  # else it would do nothing
+    ],
+)
+def test_bad_abort_options_are_a_usage_error(
+    own_fault_server, locust_run, tmp_path: Path, args: list[str], message: str
+) -> None:
     url, _ = own_fault_server
     slo = tmp_path / "slo.yaml"
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 100}\n")
-    run = locust_run(url, "-t", "5s", "--slo-file", str(slo), "--slo-abort-on-fail", "--slo-window-s", "0")
-    assert run.code == 2 and "--slo-window-s: must be > 0" in run.stderr
+    args = [str(slo) if a == "SLO" else a for a in args]
+    run = locust_run(url, "-t", "5s", "--slo-abort-on-fail", *args)
+    assert run.code == 2 and message in run.stderr
     assert run.report["verdict"] == "error"

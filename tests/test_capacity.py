@@ -10,8 +10,10 @@ from slogate.launch.capacity import (
     CapacityInputError,
     SearchSettings,
     overall_exit_code,
+    read_report,
     search,
     write_capacity,
+    write_error,
     write_summary,
 )
 from slogate.slo import exitcodes
@@ -86,6 +88,22 @@ def test_a_step_that_is_a_usage_error_stops_the_search(tmp_path: Path) -> None:
 
     with pytest.raises(CapacityInputError, match="could not be judged: --arrival-process"):
         search(bad, SearchSettings(), tmp_path)
+
+
+def test_a_step_whose_run_wrote_no_report_keeps_the_steps_before_it(tmp_path: Path) -> None:
+    server = FakeServer(20.0)
+
+    def crashes_at_the_third_step(rate: float, step_s: float, report_dir: Path) -> Report:
+        if len(server.calls) == 2:
+            return read_report(report_dir)  # nothing there: as when Locust died
+        return server(rate, step_s, report_dir)
+
+    with pytest.raises(CapacityInputError, match="wrote no report") as e:
+        search(crashes_at_the_third_step, SearchSettings(rate_start=5, step_s=4), tmp_path)
+    assert e.value.exit_code == exitcodes.INCONCLUSIVE
+    data = json.loads(write_error(tmp_path / "out", e.value).read_text())
+    assert data["exit_code"] == exitcodes.INCONCLUSIVE and "wrote no report" in data["error"]
+    assert [s["rate_rps"] for s in data["partial"]["steps"]] == [5, 10]
 
 
 def test_the_reports_have_every_step(tmp_path: Path) -> None:

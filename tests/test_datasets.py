@@ -96,6 +96,8 @@ BAD_CHAT = [
     ({**CHAT, "max_tokens": -1}, "'max_tokens' must be an integer >= 1, got -1"),
     ({**CHAT, "max_tokens": "16"}, "'max_tokens' must be an integer >= 1, got '16'"),
     ({**CHAT, "class": ""}, "'class' must be a non-empty string"),
+    ({**CHAT, "class": "all"}, "'class' 'all' is a name slogate gives requests itself"),
+    ({**CHAT, "class": "follow_up"}, "'class' 'follow_up' is a name slogate gives requests itself"),
     ({"conversations": "hi"}, "'conversations' must be a list"),
     ({"conversations": [{"from": "bot", "value": "x"}]}, "conversations[0]: 'from' must be human, gpt or system"),
     ({"conversations": [{"from": "human", "value": 3}]}, "conversations[0]: 'value' must be a string"),

@@ -129,6 +129,17 @@ def test_a_goodput_fail_stands_unless_the_clients_delay_could_explain_it() -> No
     assert evaluate(s, store, saturation=Saturation("saturated", client_delay_ms=150)).status == "inconclusive"
 
 
+def test_unfinished_requests_do_not_count_against_the_goodput_ceiling() -> None:
+    """The TTFT histogram holds the requests in flight at the stop too; goodput leaves them out,
+    so its ceiling must: 3 unfinished at 900 ms would otherwise look certainly not good."""
+    s = spec(GOODPUT)
+    store = store_for(goodput_targets(s), 17, 2, 0, failed=1)  # 17 of 20 good: 0.85 < 0.9
+    for i in range(3):
+        store.add(RequestRecord("shared", 2000.0 + i, e2e_us=900_000, ttft_us=900_000, error_kind=ErrorKind.UNFINISHED))
+    # 150 ms of client delay could bring the 300 ms TTFTs under 200: only the failure is certain.
+    assert evaluate(s, store, saturation=Saturation("saturated", client_delay_ms=150)).status == "inconclusive"
+
+
 def test_goodput_counted_against_other_limits_is_not_judged() -> None:
     """A saved run judged with a new goodput limit: `good` cannot be counted again from histograms."""
     s = spec(GOODPUT)

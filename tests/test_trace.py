@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from slogate.locustfiles import server
 from slogate.locustfiles.trace import (
-    PREFIX_HIT,
-    PREFIX_MISS,
     SAMPLE_TRACE,
     PromptBuilder,
     PromptError,
@@ -64,6 +62,8 @@ BAD_LINES = [
     ({**GOOD, "hash_ids": "1,2"}, "'hash_ids' must be a list of integers >= 0"),
     ({**GOOD, "class": ""}, "'class' must be a non-empty string, got ''"),
     ({**GOOD, "class": 3}, "'class' must be a non-empty string, got 3"),
+    ({**GOOD, "class": "prefix_hit"}, "'class' 'prefix_hit' is a name slogate gives requests itself"),
+    ({**GOOD, "class": "turn_3"}, "'class' 'turn_3' is a name slogate gives requests itself"),
     (
         {**GOOD, "input_length": 4000, "hash_ids": list(range(9))},
         "hash_ids has 9 blocks but input_length 4000 allows at most 8 (block 512 tokens)",
@@ -178,14 +178,14 @@ def test_the_hit_rate_counts_only_what_the_window_sends() -> None:
     assert (stats.blocks, stats.hit_blocks) == (6, 1)  # [9] | [1,2,3] all new | [1,7]: 1 hits
 
 
-def test_tags_say_class_and_whether_the_first_block_was_seen() -> None:
-    tags = [s.tags for s in schedule(load_trace(HANDMADE, block_tokens=4))]
-    assert tags == [
-        (PREFIX_MISS,),
-        ("chat", PREFIX_HIT),
-        (PREFIX_MISS,),
-        ("chat", PREFIX_HIT),
-        (PREFIX_HIT,),
+def test_the_schedule_says_whether_each_first_block_was_seen_and_keeps_the_class() -> None:
+    scheduled = schedule(load_trace(HANDMADE, block_tokens=4))
+    assert [(s.request.request_class, s.prefix_hit) for s in scheduled] == [
+        (None, False),
+        ("chat", True),
+        (None, False),
+        ("chat", True),
+        (None, True),
     ]
     assert [s.prefix_hit for s in shard(schedule(load_trace(HANDMADE, block_tokens=4)), 1, 2)] == [True, True]
 
