@@ -91,10 +91,10 @@ def render_markdown(reports: dict[str, Report]) -> str:
 
 
 def plot_by_class(
-    out: Path, draw: Callable[[Any, str], None], title: str, xlabel: str, ylabel: str, target_ms: float = 200.0
+    out: Path, draw: Callable[[Any, str], None], title: str, xlabel: str, ylabel: str, target_ms: float | None = 200.0
 ) -> Path | None:
     """One panel per prefix class (shared, unique) on a shared log-scale latency axis, with the
-    target as a dashed line; `draw(ax, cls)` plots the lines. None when matplotlib is missing."""
+    target (if any) as a dashed line; `draw(ax, cls)` plots the lines. None when matplotlib is missing."""
     try:
         import matplotlib
 
@@ -105,13 +105,16 @@ def plot_by_class(
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, cls in zip(axes, PREFIX_CLASSES, strict=True):
         draw(ax, cls)
-        ax.axhline(target_ms, color="grey", linestyle="--", linewidth=0.8)
+        if target_ms is not None:
+            ax.axhline(target_ms, color="grey", linestyle="--", linewidth=0.8)
         ax.set_title(f"{title}, {cls} prefixes")
         ax.set_xlabel(xlabel)
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
-        ax.legend()
-    axes[0].set_ylabel(f"{ylabel} (ms, log scale); dashed: {target_ms:g} ms")
+        if ax.get_legend_handles_labels()[0]:  # a class the workload did not send has no lines
+            ax.legend()
+    target = f"; dashed: {target_ms:g} ms" if target_ms is not None else ""
+    axes[0].set_ylabel(f"{ylabel} (ms, log scale){target}")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

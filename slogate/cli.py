@@ -166,7 +166,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 config=DEMO_CONF,
                 slo_file=args.slo_file,
                 report_dir=args.report_dir,
-                extra=["--run-time", args.run_time],
+                extra=["--run-time", args.run_time] if args.run_time else [],
             )
             _say(f"running: {' '.join(argv[1:])}")
             return subprocess.call(argv)
@@ -346,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=int(os.environ.get("SLOGATE_DEMO_PORT", "8011")))
     p.add_argument("--slo-file", default=str(DEMO_SLO))
     p.add_argument("--report-dir", default="slogate-report")
-    p.add_argument("--run-time", default="90s", help="Locust run time, e.g. 90s or 5m")
+    p.add_argument("--run-time", help="Locust run time, e.g. 90s or 5m (default: demo.conf's)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("run", help="headless Locust run with the SLO gate against --host")

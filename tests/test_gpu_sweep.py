@@ -90,3 +90,11 @@ def test_the_charts_target_is_the_slo_files(tmp_path: Path) -> None:
     slo = tmp_path / "slo.yaml"
     slo.write_text("slos:\n  - {metric: e2e, percentile: 95, max_ms: 900}\n")
     assert sweep.ttft_target_ms(slo) is None
+
+
+def test_the_chart_is_drawn_with_or_without_a_ttft_target(tmp_path: Path) -> None:
+    run = {"kind": "sweep", "rate": 8.0, "users": None, "summary": {**summary(150), "shared": summary(120)["all"]}}
+    sweeps = {"h200-tuned": {"runs": [run]}}
+    for target in (200.0, None):
+        png = sweep.plot(sweeps, target, tmp_path / f"chart-{target}.png")
+        assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
