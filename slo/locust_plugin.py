@@ -45,7 +45,7 @@ from slogate.slo.server_metrics import Scraper
 from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NOTIFY_CHOICES, NotifyPolicyError, parse_notify
 from slogate.slo.spec import SloSpec, SloSpecError, goodput_targets, load_spec, with_overrides
 from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, parse_exports
-from slogate.slo.window import DEFAULT_WINDOW_S, Breach, first_breach, unwindowed_note
+from slogate.slo.window import DEFAULT_WINDOW_S, Breach, first_breach, objectives_on_tags, unwindowed_note
 
 log = logging.getLogger("slogate")
 CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError, ExportError)
@@ -270,10 +270,20 @@ def end_run(environment: Any) -> None:
 
 def _watch_breaches(gate: Gate, window_s: float) -> None:
     """--slo-abort-on-fail: stop the run (a fail) at the first objective that breaches beyond noise
-    over the last `window_s` seconds."""
+    over the last `window_s` seconds. Objectives on a name the run turns out to measure as a tag
+    (a trace's `class`) are named once, as those on conversation tags were at the start."""
+    noted = {o.name for o in objectives_on_tags(gate.spec)} if gate.spec is not None else set()
     while gate.spec is not None and gate.started_at is not None:
         gevent.sleep(BREACH_CHECK_S)
         metrics, run = gate.metrics(), gate.run_info()
+        late = [
+            o
+            for o in objectives_on_tags(gate.spec, metrics.tags.keys() - metrics.classes.keys())
+            if o.name not in noted
+        ]
+        if late:
+            log.warning("slogate: %s", unwindowed_note(late))
+            noted.update(o.name for o in late)
         saturation = assess(metrics, run.cpu_warning, run.processes, run.max_client_lag_ms)
         delay = saturation.client_delay_ms if saturation else 0.0
         breach = first_breach(gate.spec, metrics.intervals, time.time(), gate.started_at, window_s, delay)
@@ -480,7 +490,7 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         gate.watchdog = gevent.spawn(_watch_reachability, gate, environment.parsed_options.slo_unreachable_s)
         if environment.parsed_options.slo_abort_on_fail and gate.spec is not None:
             gate.breach_watch = gevent.spawn(_watch_breaches, gate, environment.parsed_options.slo_window_s)
-            note = unwindowed_note(gate.spec)
+            note = unwindowed_note(objectives_on_tags(gate.spec))
             if note:
                 log.warning("slogate: %s", note)
 

@@ -12,7 +12,7 @@ the bound. A bound above the target means even the luckiest plausible truth brea
 The window is read from the run's time series (slo/intervals.py: per-interval histograms by
 request start), the whole intervals that overlap the last `window_s` seconds. Only metrics the
 time series keeps (TTFT, ITL, E2E) on `all` or a request class are windowed; every other objective,
-conversation tags' included (`unwindowed_note` says so once), is judged at the end as usual.
+those on a tag included (`unwindowed_note` says so once), is judged at the end as usual.
 The judge knows nothing of Locust: slo/locust_plugin.py calls `first_breach`, stops, and puts the
 `Breach` in `RunInfo.aborted`, which the judge (slo/judge.py `fold_abort`) turns into a fail.
 """
@@ -20,6 +20,7 @@ The judge knows nothing of Locust: slo/locust_plugin.py calls `first_breach`, st
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -100,19 +101,29 @@ def windowed_objectives(spec: SloSpec) -> list[Objective]:
     return [o for o in spec.objectives if _windowable(o) and not is_conversation_tag(o.request_class)]
 
 
-def unwindowed_note(spec: SloSpec) -> str | None:
-    """One line naming the windowable objectives on a conversation tag (`follow_up`, `turn_3`, ...),
-    which the window skips and only the end-of-run verdict judges; None when there are none.
+def objectives_on_tags(spec: SloSpec, tags: Collection[str] = ()) -> list[Objective]:
+    """The windowable objectives the window skips: those on a conversation tag (`follow_up`,
+    `turn_3`, ...), known from the name, or on any of `tags`, the names a run has measured as tags
+    rather than request classes (a trace line's or dataset entry's `class`), known once it has.
 
     Why not window them too: the time series would need a histogram set per tag and interval (up
-    to 11 more per class), which every report, hlog and worker message would carry for a figure
-    only the abort reads; an abort on the request class or `all` covers a run that is past its knee."""
-    skipped = [o for o in spec.objectives if _windowable(o) and is_conversation_tag(o.request_class)]
+    to 11 more per class for conversations), which every report, hlog and worker message would
+    carry for a figure only the abort reads; an abort on the request class or `all` covers a run
+    that is past its knee."""
+    return [
+        o
+        for o in spec.objectives
+        if _windowable(o) and (is_conversation_tag(o.request_class) or o.request_class in tags)
+    ]
+
+
+def unwindowed_note(skipped: list[Objective]) -> str | None:
+    """One line naming `skipped` (`objectives_on_tags`), which only the end-of-run verdict judges."""
     if not skipped:
         return None
     names = ", ".join(f"{o.name} ({o.describe()})" for o in skipped)
     return (
-        f"--slo-abort-on-fail: {names}: on a conversation tag, not judged over the window "
+        f"--slo-abort-on-fail: {names}: on a tag, not a request class: not judged over the window "
         "(the time series is per request class); judged at the end of the run"
     )
 

@@ -12,7 +12,14 @@ from slogate.slo.record import RequestRecord
 from slogate.slo.report import Report, RunInfo
 from slogate.slo.saved import judge_file
 from slogate.slo.spec import parse_spec
-from slogate.slo.window import ABORT_CONFIDENCE, first_breach, lower_bound_rank, unwindowed_note, windowed_objectives
+from slogate.slo.window import (
+    ABORT_CONFIDENCE,
+    first_breach,
+    lower_bound_rank,
+    objectives_on_tags,
+    unwindowed_note,
+    windowed_objectives,
+)
 
 SPEC = parse_spec(
     {"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}], "min_samples": 20}
@@ -116,9 +123,24 @@ def test_abort_objectives_on_conversation_tags_are_skipped_by_the_window() -> No
         }
     )
     assert [o.name for o in windowed_objectives(spec)] == ["all"]
-    assert "follow (p95 ttft[follow_up]" in (unwindowed_note(spec) or "")
-    assert "third" in (unwindowed_note(spec) or "")
-    assert unwindowed_note(SPEC) is None
+    note = unwindowed_note(objectives_on_tags(spec)) or ""
+    assert "follow (p95 ttft[follow_up]" in note and "third" in note
+    assert unwindowed_note(objectives_on_tags(SPEC)) is None
+
+
+def test_objectives_on_a_name_the_run_measures_as_a_tag_are_named_too() -> None:
+    """A trace line's `class` is a tag: known only once the run has measured it as one."""
+    spec = parse_spec(
+        {
+            "slos": [
+                {"name": "chat", "metric": "ttft", "percentile": 95, "max_ms": 200, "class": "chat"},
+                {"name": "hits", "metric": "ttft", "percentile": 95, "max_ms": 200, "class": "prefix_hit"},
+            ]
+        }
+    )
+    assert objectives_on_tags(spec) == []
+    assert [o.name for o in objectives_on_tags(spec, {"chat"})] == ["chat"]  # the run's tags
+    assert "chat (p95 ttft[chat] <= 200 ms)" in (unwindowed_note(objectives_on_tags(spec, {"chat"})) or "")
 
 
 @pytest.mark.parametrize("users", [["-u", "1"], ["--processes", "2", "-u", "2", "-r", "2"]], ids=["local", "master"])
