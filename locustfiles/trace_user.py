@@ -90,12 +90,12 @@ _GRACE_S = 30.0
 def _end_with_the_trace(environment: Any, **_: Any) -> None:
     """On the master (or the only process): end the run once every scheduled request is recorded."""
     TraceReplayUser.replaying.discard(id(environment))  # a new run (web UI): a user replays again
+    _zeros[id(environment)] = AsyncResult()  # every process: a new run (web UI) waits for a new zero
     opts = environment.parsed_options
     options = replay.trace_options(opts)
     if options is None or isinstance(environment.runner, WorkerRunner):
         return
     scheduled = replay.load_schedule(options)
-    _zeros[id(environment)] = AsyncResult()  # a new run (web UI): a new zero
     _ready[id(environment)] = set()
     if isinstance(environment.runner, MasterRunner):
         gevent.spawn(_release_workers, environment)
