@@ -66,6 +66,7 @@ def main() -> int:
     ap.add_argument("--every-s", type=float, default=10)
     ap.add_argument("--host", help="target URL (default: a fault server started here)")
     ap.add_argument("--locust-args", default="", help="more Locust/workload options, one string")
+    ap.add_argument("--locustfile", default=None, help="a locustfile path instead of the open-loop one (diagnostics)")
     ap.add_argument("--out", default=None, help="directory for the report and samples (default: a temp dir)")
     a = ap.parse_args()
 
@@ -81,7 +82,7 @@ def main() -> int:
     run_s = int(a.minutes * 60)
     argv = locust_argv(
         host,
-        locustfile="open-loop",
+        locustfile=Path(a.locustfile) if a.locustfile else "open-loop",
         report_dir=out / "report",
         headless=False,
         extra=[

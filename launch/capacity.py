@@ -398,31 +398,59 @@ def write_capacity(
     return {"json": js, "markdown": md, "png": plot_capacity(result, out_dir / PNG_NAME, title)}
 
 
-def overall_exit_code(results: dict[str, CapacityResult], min_capacity: float | None) -> int:
-    """Several profiles: 1 when any is proven below the minimum, else 3 when any is undecided, else 0."""
-    codes = {r.exit_code(min_capacity) for r in results.values()}
-    for code in (exitcodes.FAIL, exitcodes.INCONCLUSIVE):
-        if code in codes:
-            return code
-    return exitcodes.PASS
+def step_line(step: Step) -> str:
+    """One step's outcome in one line, as the search prints it."""
+    ttft = ", ".join(f"{c} {v:.1f}" for c, v in step.ttft_p95_ms.items() if v is not None)
+    aborted = " (aborted)" if step.aborted else ""
+    return f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{aborted}; TTFT p95 ms {ttft}"
 
 
-def write_summary(results: dict[str, CapacityResult], out_dir: Path, min_capacity: float | None) -> Path:
-    """Several profiles: `capacity.json` ({profile: result}) and `capacity.md` (one line each) in `out_dir`;
-    each profile's own files are in `out_dir/<profile>/`."""
+# A profile's search: its result, or the error that ended it (with the steps judged before, `partial`).
+ProfileOutcome = CapacityResult | CapacityInputError
+
+
+def _exit_code(outcome: ProfileOutcome, min_capacity: float | None) -> int:
+    return outcome.exit_code if isinstance(outcome, CapacityInputError) else outcome.exit_code(min_capacity)
+
+
+def overall_exit_code(outcomes: dict[str, ProfileOutcome], min_capacity: float | None) -> int:
+    """Several profiles: 1 when any is proven below the minimum; else the first other non-zero code
+    in profile order (3 undecided or a search that failed, 2 a usage error); else 0."""
+    codes = [_exit_code(o, min_capacity) for o in outcomes.values()]
+    if exitcodes.FAIL in codes:
+        return exitcodes.FAIL
+    return next((code for code in codes if code != exitcodes.PASS), exitcodes.PASS)
+
+
+def write_summary(outcomes: dict[str, ProfileOutcome], out_dir: Path, min_capacity: float | None) -> Path:
+    """Several profiles: `capacity.json` ({profile: result or error}) and `capacity.md` (one line
+    each) in `out_dir`; each profile's own files are in `out_dir/<profile>/`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {
-        "profiles": {name: r.to_json(min_capacity) for name, r in results.items()},
-        "exit_code": overall_exit_code(results, min_capacity),
+        "profiles": {name: _outcome_json(o, min_capacity) for name, o in outcomes.items()},
+        "exit_code": overall_exit_code(outcomes, min_capacity),
     }
     (out_dir / JSON_NAME).write_text(json.dumps(data, indent=2) + "\n")
     lines = ["| profile | capacity | first failing | steps | decided |", "|---|---|---|---|---|"]
-    for name, r in results.items():
-        cap, fail = f"{_fmt(r.capacity_rps, 3)} {r.rate_unit}", f"{_fmt(r.first_failing_rps, 3)} {r.rate_unit}"
-        lines.append(f"| {name} | {cap} | {fail} | {len(r.steps)} | {r.decided} |")
+    for name, o in outcomes.items():
+        if isinstance(o, CapacityInputError):
+            steps = len(o.partial.steps) if o.partial else 0
+            lines.append(f"| {name} | error: {o} | | {steps} | False |")
+            continue
+        cap, fail = f"{_fmt(o.capacity_rps, 3)} {o.rate_unit}", f"{_fmt(o.first_failing_rps, 3)} {o.rate_unit}"
+        lines.append(f"| {name} | {cap} | {fail} | {len(o.steps)} | {o.decided} |")
     md = out_dir / MARKDOWN_NAME
     md.write_text("\n".join(lines) + "\n")
     return md
+
+
+def _outcome_json(outcome: ProfileOutcome, min_capacity: float | None) -> dict[str, Any]:
+    if not isinstance(outcome, CapacityInputError):
+        return outcome.to_json(min_capacity)
+    data: dict[str, Any] = {"error": str(outcome), "exit_code": outcome.exit_code}
+    if outcome.partial is not None and outcome.partial.steps:
+        data["partial"] = outcome.partial.to_json()
+    return data
 
 
 def write_error(out_dir: Path, error: CapacityInputError | str) -> Path:
@@ -430,9 +458,6 @@ def write_error(out_dir: Path, error: CapacityInputError | str) -> Path:
     before it (`partial`), so a CI job still has an artifact."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / JSON_NAME
-    data: dict[str, Any] = {"error": str(error), "exit_code": getattr(error, "exit_code", exitcodes.USAGE)}
-    partial = getattr(error, "partial", None)
-    if partial is not None and partial.steps:
-        data["partial"] = partial.to_json()
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    outcome = error if isinstance(error, CapacityInputError) else CapacityInputError(error)
+    path.write_text(json.dumps(_outcome_json(outcome, None), indent=2) + "\n")
     return path

@@ -26,7 +26,8 @@ class StreamErrorEvent(Exception):
 
 
 class StreamProtocolError(Exception):
-    """An event payload that is not JSON."""
+    """An event payload the client cannot read: not JSON, not an object, not of its endpoint's
+    shape, or with a usage count that is not a count."""
 
 
 class SseParser:
@@ -142,8 +143,7 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
     if kind in RESPONSES_END_EVENTS:
         usage = (obj.get("response") or {}).get("usage")
         if usage:
-            details = usage.get("input_tokens_details") or {}
-            timer.usage(usage.get("input_tokens"), usage.get("output_tokens"), details.get("cached_tokens"))
+            _apply_usage(usage, timer, "input_tokens", "output_tokens", "input_tokens_details")
         return True
     if kind == "error":
         raise _stream_error(obj)
@@ -156,14 +156,15 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
     return False
 
 
-# What an event applier raises for an event it cannot read: not JSON, not a JSON object, or an
-# object of another shape than the endpoint's (`{"choices": [null]}`). Every client counts these
-# as a `protocol` failure (`malformed_message`); catching them outside the read loop costs nothing.
-MALFORMED_EVENT = (StreamProtocolError, AttributeError, TypeError, KeyError, IndexError)
+# What an event applier raises, besides `StreamProtocolError`, for a JSON object of another shape
+# than its endpoint's (`{"choices": [null]}`, `{"choices": {}}`). The read loop catches these
+# around `apply_event` alone (a try block costs nothing until it raises) and turns them into
+# `StreamProtocolError` with `unexpected_shape`, so a bug elsewhere in the loop is not miscounted.
+SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError)
 
 
-def malformed_message(e: Exception) -> str:
-    return str(e) if isinstance(e, StreamProtocolError) else f"event of unexpected shape: {type(e).__name__}: {e}"
+def unexpected_shape(e: Exception) -> StreamProtocolError:
+    return StreamProtocolError(f"event of unexpected shape: {type(e).__name__}: {e}")
 
 
 def _loads(payload: bytes) -> dict:
@@ -181,7 +182,19 @@ def _stream_error(err: object) -> StreamErrorEvent:
     return StreamErrorEvent(str(message)[:200])
 
 
-def _apply_usage(usage: dict, timer: StreamTimer) -> None:
-    """An OpenAI `usage` object (chat and completions streams)."""
-    details = usage.get("prompt_tokens_details") or {}
-    timer.usage(usage.get("prompt_tokens"), usage.get("completion_tokens"), details.get("cached_tokens"))
+def _apply_usage(
+    usage: dict,
+    timer: StreamTimer,
+    prompt_key: str = "prompt_tokens",
+    completion_key: str = "completion_tokens",
+    details_key: str = "prompt_tokens_details",
+) -> None:
+    """A `usage` object: chat and completions name its fields as the defaults, responses as
+    `input_tokens`, `output_tokens`, `input_tokens_details`. A count that is not a non-negative
+    integer (`"5"`, `-1`, `2.5`) is a protocol error, not a figure carried into the report."""
+    details = usage.get(details_key) or {}
+    counts = (usage.get(prompt_key), usage.get(completion_key), details.get("cached_tokens"))
+    for value in counts:
+        if value is not None and (type(value) is not int or value < 0):
+            raise StreamProtocolError(f"usage count is not a non-negative integer: {value!r}")
+    timer.usage(*counts)

@@ -7,11 +7,12 @@ each measured from that scheduled time as the open-loop user measures its arriva
 one wall-clock instant for every process, chosen once every process is ready to send (has loaded
 the trace and calibrated its prompts, which takes a round trip per `/tokenize` call): a single
 process takes it when it is ready; in a distributed run each worker tells the master it is
-ready, and the master sends every worker the zero once all `--expect-workers` are (or after
-`READY_WAIT_S`, with those that are). Prompts are
-built block by block (`trace.PromptBuilder`, token-exact through `/tokenize`), with
-`output_length` as `max_tokens` and `ignore_eos`. One user per process replays (`-u` at least the
-number of workers); a process's further users send nothing.
+ready, and the master sends every worker the zero once the workers of every shard index below
+`--expect-workers` are (or after `READY_WAIT_S`, with those that are; a worker ready later gets
+the same zero, and its late requests count their lateness). Prompts are built block by block
+(`trace.PromptBuilder`, token-exact through `/tokenize`), with `output_length` as `max_tokens`
+and `ignore_eos`. One user per process replays (`-u` at least the number of workers); a
+process's further users send nothing.
 
 The run ends when the trace does: the master (or the only process) watches the records arrive and
 ends the run once every scheduled request is accounted for (answered, failed or dropped). The
@@ -41,8 +42,9 @@ _POLL_S = 0.2  # how often the master checks whether the trace's requests are al
 READY, ZERO = "slogate_trace_ready", "slogate_trace_zero"  # worker -> master, master -> workers
 ZERO_LEAD_S = 0.2  # from the zero's choice to the zero: time for its message to reach the workers
 READY_WAIT_S = 120.0  # the master starts the trace without the workers not ready by then
+ZERO_WAIT_S = READY_WAIT_S + 60  # a worker gives up on its master's zero after this
 _zeros: dict[int, AsyncResult] = {}  # per environment (run): the trace's zero, wall clock
-_ready: dict[int, set[str]] = {}  # master, per environment: the workers ready to send
+_ready: dict[int, set[int]] = {}  # master, per environment: the shard indexes ready to send
 
 
 def _zero(environment: Any) -> AsyncResult:
@@ -50,7 +52,12 @@ def _zero(environment: Any) -> AsyncResult:
 
 
 def _on_ready(environment: Any, msg: Any, **_: Any) -> None:
-    _ready.setdefault(id(environment), set()).add(msg.node_id)
+    """A worker is ready (its message carries its worker index): counted toward the release; one
+    ready after the zero was sent gets it at once."""
+    _ready.setdefault(id(environment), set()).add(int(msg.data))
+    zero = _zero(environment)
+    if zero.ready():
+        environment.runner.send_message(ZERO, zero.get(), client_id=msg.node_id)
 
 
 def _on_zero(environment: Any, msg: Any, **_: Any) -> None:
@@ -70,17 +77,30 @@ def _release_workers(environment: Any) -> None:
     """On the master: the zero, once every expected worker is ready (or after READY_WAIT_S)."""
     expected = max(1, environment.parsed_options.expect_workers)
     waited_until = time.monotonic() + READY_WAIT_S
-    while len(_ready.get(id(environment), ())) < expected and time.monotonic() < waited_until:
+
+    def ready() -> int:  # shard indexes below `expected` (a worker past them has no share)
+        return sum(1 for index in _ready.get(id(environment), ()) if index < expected)
+
+    while ready() < expected and time.monotonic() < waited_until:
         gevent.sleep(_POLL_S / 4)
-    ready = len(_ready.get(id(environment), ()))
-    if ready < expected:
-        log.warning("slogate: %d of %d workers ready to replay after %.0f s; starting", ready, expected, READY_WAIT_S)
+    if ready() < expected:
+        log.warning("slogate: %d of %d workers ready to replay after %.0f s; starting", ready(), expected, READY_WAIT_S)
     zero = time.time() + ZERO_LEAD_S
     environment.runner.send_message(ZERO, zero)
     _zero(environment).set(zero)
 
 
-_watchers: dict[int, gevent.Greenlet] = {}  # per environment: the greenlet that ends the run
+def wait_for_zero(environment: Any) -> float:
+    """The trace's zero (wall clock) once this process has it; a worker that never gets it (its
+    master gone) ends the run with one line instead of waiting, or dying with a traceback."""
+    try:
+        return _zero(environment).get(timeout=ZERO_WAIT_S)
+    except gevent.Timeout:
+        abort_run(environment, f"no trace zero came from the master within {ZERO_WAIT_S:g} s")
+        raise StopUser from None
+
+
+_watchers: dict[int, list[gevent.Greenlet]] = {}  # per environment: the master's zero and the trace's end
 # How long after the last request was due (plus --request-timeout) the run waits for records that
 # may never come (a stats reset, a worker that left) before it ends inconclusive.
 _GRACE_S = 30.0
@@ -97,19 +117,20 @@ def _end_with_the_trace(environment: Any, **_: Any) -> None:
         return
     scheduled = replay.load_schedule(options)
     _ready[id(environment)] = set()
-    if isinstance(environment.runner, MasterRunner):
-        gevent.spawn(_release_workers, environment)
     last_due = max((s.send_at_s for s in scheduled), default=0.0)
     patience = last_due + opts.request_timeout + _GRACE_S
-    _watchers[id(environment)] = gevent.spawn(_watch_trace_end, environment, len(scheduled), patience)
+    watchers = _watchers[id(environment)] = [gevent.spawn(_watch_trace_end, environment, len(scheduled), patience)]
+    if isinstance(environment.runner, MasterRunner):
+        watchers.append(gevent.spawn(_release_workers, environment))
 
 
 @events.test_stop.add_listener
 def _stop_watching(environment: Any, **_: Any) -> None:
-    """A run stopped otherwise (web UI, --run-time, an abort): its watcher must not end the next one."""
-    watcher = _watchers.pop(id(environment), None)
-    if watcher is not None:
-        watcher.kill(block=False)
+    """A run stopped otherwise (web UI, --run-time, an abort): its greenlets must not act on the next one."""
+    current = gevent.getcurrent()  # the watcher itself, when it is what ended the run
+    for greenlet in _watchers.pop(id(environment), ()):
+        if greenlet is not current:
+            greenlet.kill(block=False)
 
 
 def _watch_trace_end(environment: Any, requests: int, patience_s: float) -> None:
@@ -131,7 +152,6 @@ def _watch_trace_end(environment: Any, requests: int, patience_s: float) -> None
             )
             return
     log.info("slogate: the trace's %d requests are done; ending the run", requests)
-    _watchers.pop(id(environment), None)
     end_run(environment)  # a master first waits for every worker's last samples
 
 
@@ -175,14 +195,12 @@ class TraceReplayUser(OpenLoopSender):
         self.share = trace.shard(scheduled, index, count) if index < count else []
         TraceReplayUser.facts[id(self.environment)] = replay.trace_facts(options, scheduled, self.builder.exact)
         note_workload(self.environment, model, self.workload_facts())
-        zero = _zero(self.environment)
         if isinstance(runner, WorkerRunner):
-            runner.send_message(READY, None)  # and wait for the master's zero (module docstring)
+            runner.send_message(READY, index)  # and wait for the master's zero (module docstring)
         else:
-            zero.set(time.time())
+            _zero(self.environment).set(time.time())
         # The shared zero on this process's monotonic clock; across machines as good as their clocks' sync.
-        wall = zero.get(timeout=READY_WAIT_S + 60)
-        self.started = time.perf_counter() + (wall - time.time())
+        self.started = time.perf_counter() + (wait_for_zero(self.environment) - time.time())
 
     @task
     def send_share(self) -> None:

@@ -27,7 +27,7 @@ from locust import User, constant, task
 from slogate.locustfiles import options
 from slogate.locustfiles.rx_timestamps import TimestampedSocket, timestamped_socket
 from slogate.locustfiles.server import TargetError
-from slogate.locustfiles.sse import MALFORMED_EVENT, SseParser, StreamErrorEvent, malformed_message
+from slogate.locustfiles.sse import SHAPE_ERRORS, SseParser, StreamErrorEvent, StreamProtocolError, unexpected_shape
 from slogate.locustfiles.timer import StreamTimer
 from slogate.locustfiles.workload import ChatRequest, Workload
 from slogate.slo import target
@@ -165,7 +165,11 @@ class SseChatUser(_ChatUser):
             while line := readline(b"\n"):
                 now = arrived()
                 for payload in parser.feed(line):
-                    if apply_event(payload, timer, now):
+                    try:
+                        ended = apply_event(payload, timer, now)
+                    except SHAPE_ERRORS as e:
+                        raise unexpected_shape(e) from None
+                    if ended:
                         record = timer.finish(now)
                         _drain(resp)
                         return record
@@ -174,8 +178,8 @@ class SseChatUser(_ChatUser):
             return timer.fail(ErrorKind.TIMEOUT, "stream stalled past the request timeout", time.perf_counter())
         except StreamErrorEvent as e:
             return timer.fail(ErrorKind.STREAM_ERROR, str(e), time.perf_counter())
-        except MALFORMED_EVENT as e:
-            return timer.fail(ErrorKind.PROTOCOL, _one_line(malformed_message(e)), time.perf_counter())
+        except StreamProtocolError as e:
+            return timer.fail(ErrorKind.PROTOCOL, _one_line(e), time.perf_counter())
         except (OSError, HTTPParseError) as e:
             return timer.fail(ErrorKind.TRUNCATED, f"stream broken: {_one_line(e)}", time.perf_counter())
         finally:

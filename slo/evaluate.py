@@ -77,7 +77,11 @@ def goodput_ceiling(objective: Objective, metrics: MetricsStore, client_delay_ms
     for metric, limit_ms in objective.limits_ms:
         values, counts = cm.latency[metric].distinct_values_ms()
         over_limit = int(counts[values > limit_ms + client_delay_ms].sum())
-        if metric == "ttft":  # the TTFT histogram also holds the unfinished requests, which goodput leaves out
+        if metric == "ttft" and cm.unfinished_ttft is not None:
+            # The TTFT histogram also holds the requests unfinished at the stop, which goodput leaves out.
+            waited, counts_waited = cm.unfinished_ttft.distinct_values_ms()
+            over_limit -= int(counts_waited[waited > limit_ms + client_delay_ms].sum())
+        elif metric == "ttft":  # a report saved before their values were kept apart: a bound
             over_limit = max(0, over_limit - cm.unfinished)
         over = max(over, over_limit)
     return 1 - (cm.failures + over) / cm.requests

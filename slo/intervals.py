@@ -28,6 +28,7 @@ Zero counters and empty histograms are left out. `all` is never stored: it is ev
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from functools import cache
@@ -230,6 +231,41 @@ def _stats(hists: list[LatencyHistogram]) -> tuple[int, list[float] | None]:
     return n, [round(v, 3) for v in values.tolist()]
 
 
+# A closed interval's figures, packed: its class names, then per metric and class the sample count
+# and SERIES_PERCENTILES in one array of doubles (count -1: the class has no such histogram; NaN:
+# no percentile). ~0.4 KB an interval instead of ~2.5 KB of nested dicts, lists and floats: an
+# hour's 720 intervals of 5 s stay cached for the charts in ~0.3 MB.
+_Packed = tuple[tuple[str, ...], array]
+_ABSENT = -1.0
+
+
+def _pack(figures: dict[str, Any]) -> _Packed:
+    classes = tuple(sorted({cls for by_class in figures.values() for cls in by_class}))
+    values = array("d")
+    for metric in INTERVAL_METRICS:
+        by_class = figures[metric]
+        for cls in classes:
+            count, percentiles = by_class.get(cls, (_ABSENT, None))
+            values.append(count)
+            values.extend(percentiles if percentiles is not None else [math.nan] * len(SERIES_PERCENTILES))
+    return classes, values
+
+
+def _unpack(packed: _Packed) -> dict[str, Any]:
+    classes, values = packed
+    width = 1 + len(SERIES_PERCENTILES)
+    out: dict[str, Any] = {}
+    at = 0
+    for metric in INTERVAL_METRICS:
+        figures = out[metric] = {}
+        for cls in classes:
+            count, *percentiles = values[at : at + width]
+            at += width
+            if count != _ABSENT:
+                figures[cls] = (int(count), None if math.isnan(percentiles[0]) else percentiles)
+    return out
+
+
 class IntervalSeries:
     """The per-interval figures of a run, keyed by interval index (see the module docstring)."""
 
@@ -238,7 +274,7 @@ class IntervalSeries:
         self.live_limit = live_limit
         self.intervals: dict[int, dict[str, ClassInterval]] = {}
         self._live: OrderedDict[int, None] = OrderedDict()  # indexes with live histograms, oldest touch first
-        self._stats: dict[int, dict[str, Any]] = {}  # figures of intervals not touched since they were computed
+        self._stats: dict[int, _Packed] = {}  # figures of intervals not touched since they were computed
         self.mismatched = 0  # wire intervals refused: recorded with another interval length
 
     @property
@@ -276,7 +312,7 @@ class IntervalSeries:
     def _close(self, idx: int) -> None:
         # This runs in the greenlet that finished a request: the figures from the live histograms
         # (~0.3 ms for the interval), then encoding (~0.2 ms a histogram).
-        self._stats[idx] = self._compute_stats(idx)
+        self._stats[idx] = _pack(self._compute_stats(idx))
         for ci in (self.intervals.get(idx) or {}).values():
             ci.close()
 
@@ -358,12 +394,13 @@ class IntervalSeries:
 
     def stats(self, idx: int) -> dict[str, Any]:
         """{metric: {class: (count, [p50, p95, p99] ms or None)}}, cached until the interval changes."""
-        cached = self._stats.get(idx)
-        if cached is None:
-            cached = self._compute_stats(idx)
-            if idx not in self._live:
-                self._stats[idx] = cached
-        return cached
+        packed = self._stats.get(idx)
+        if packed is not None:
+            return _unpack(packed)
+        figures = self._compute_stats(idx)
+        if idx not in self._live:
+            self._stats[idx] = _pack(figures)
+        return figures
 
     def indexes(self) -> list[int]:
         keys = sorted(self.intervals)

@@ -32,7 +32,7 @@ from slogate.slo.baseline import BaselineError, load_baseline
 from slogate.slo.html_report import live_chart_data
 from slogate.slo.intervals import DEFAULT_INTERVAL_S
 from slogate.slo.judge import judge, usage_error
-from slogate.slo.listener import RecordListener
+from slogate.slo.listener import LOCUST_RATE_KEEP_S, RecordListener, trim_rate_counts
 from slogate.slo.loop_lag import LoopLagMonitor
 from slogate.slo.metrics import ClassMetrics, MetricsStore
 from slogate.slo.publish import AlertSettings, publish
@@ -79,8 +79,9 @@ class Gate:
         self.run_time_s: float | None = None  # master: --run-time, which the gate enforces itself
         self.judged = False
         self.scraper: Scraper | None = None
-        self.watchdog: Any = None  # the greenlet that stops a run whose target never answers
-        self.breach_watch: Any = None  # --slo-abort-on-fail: the greenlet that judges the window
+        # The run's own greenlets, killed at its stop: the one that stops a run whose target never
+        # answers, the one that trims Locust's per-second counts, --slo-abort-on-fail's window judge.
+        self.watchers: list[Any] = []
         self.breach: Breach | None = None
         self.loop_monitor = LoopLagMonitor(lambda: self.listener.store)
         self.server: dict[str, Any] | None = None
@@ -308,6 +309,13 @@ def unreachable_reason(total: ClassMetrics, waited_s: float, limit_s: float) -> 
     )
 
 
+def _trim_locust_rate_counts(environment: Any) -> None:
+    """Every minute, Locust's per-second counts trimmed to the last minute (`trim_rate_counts`)."""
+    while True:
+        gevent.sleep(LOCUST_RATE_KEEP_S)
+        trim_rate_counts(environment.stats, time.time() - LOCUST_RATE_KEEP_S)
+
+
 def _watch_reachability(gate: Gate, limit_s: float) -> None:
     """Stop a run early when the target does not answer (instead of waiting out --run-time)."""
     started = time.monotonic()
@@ -487,9 +495,12 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         gate.loop_monitor.start()
     if not gate.is_worker and environment.parsed_options is not None:
         gate.start_scraper()
-        gate.watchdog = gevent.spawn(_watch_reachability, gate, environment.parsed_options.slo_unreachable_s)
+        gate.watchers += [
+            gevent.spawn(_watch_reachability, gate, environment.parsed_options.slo_unreachable_s),
+            gevent.spawn(_trim_locust_rate_counts, environment),
+        ]
         if environment.parsed_options.slo_abort_on_fail and gate.spec is not None:
-            gate.breach_watch = gevent.spawn(_watch_breaches, gate, environment.parsed_options.slo_window_s)
+            gate.watchers.append(gevent.spawn(_watch_breaches, gate, environment.parsed_options.slo_window_s))
             note = unwindowed_note(objectives_on_tags(gate.spec))
             if note:
                 log.warning("slogate: %s", note)
@@ -514,10 +525,9 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
     gate.stop_scraper()
     gate.loop_monitor.stop()
-    for watcher in (gate.watchdog, gate.breach_watch):
-        if watcher is not None:
-            watcher.kill(block=False)
-    gate.watchdog = gate.breach_watch = None
+    for watcher in gate.watchers:
+        watcher.kill(block=False)
+    gate.watchers.clear()
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.
@@ -549,9 +559,13 @@ def _on_worker_flush(gate: Gate, msg: Any) -> None:
 def _merge_from_worker(gate: Gate, client_id: str, payload: dict[str, Any]) -> None:
     gate.merged.merge(MetricsStore.from_wire(payload["metrics"]))
     gate.workers_reporting.add(client_id)
-    if payload.get("model") and not gate.model:
-        gate.model, gate.workload = payload["model"], payload.get("workload") or {}
-        gate.restart_server_counters()  # this worker has primed its prefixes
+    if payload.get("model"):
+        first = not gate.model
+        # The latest workload a worker noted: a user may note it again with more facts (a trace's,
+        # once its prompts are calibrated) after a report carried the first note.
+        gate.model, gate.workload = payload["model"], payload.get("workload") or gate.workload
+        if first:
+            gate.restart_server_counters()  # this worker has primed its prefixes
     for problem in payload.get("problems") or []:
         abort_run(gate.environment, problem)  # a worker that could not reach the target ends the run
 

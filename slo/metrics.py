@@ -36,6 +36,9 @@ class ClassMetrics:
         # (dropping them, as load testers usually do, hides exactly the overload).
         self.unfinished = 0
         self.unfinished_waiting = 0
+        # Their TTFT values apart as well (made at the first): goodput leaves them out, and its
+        # ceiling (slo/evaluate.py) must take exactly them out of the TTFT histogram.
+        self.unfinished_ttft: LatencyHistogram | None = None
         self.errors_by_kind: Counter[str] = Counter()
         self.prompt_tokens = 0
         self.output_tokens = 0
@@ -54,7 +57,11 @@ class ClassMetrics:
             self.unfinished += 1
             if rec.ttft_us is None:
                 self.unfinished_waiting += 1
-            self.latency["ttft"].record_us(rec.e2e_us if rec.ttft_us is None else rec.ttft_us)
+            waited_us = rec.e2e_us if rec.ttft_us is None else rec.ttft_us
+            self.latency["ttft"].record_us(waited_us)
+            if self.unfinished_ttft is None:
+                self.unfinished_ttft = LatencyHistogram()
+            self.unfinished_ttft.record_us(waited_us)
             return
         self.requests += 1
         end = rec.started_at + rec.e2e_us / 1e6
@@ -123,6 +130,10 @@ class ClassMetrics:
         self.dropped += other.dropped
         self.unfinished += other.unfinished
         self.unfinished_waiting += other.unfinished_waiting
+        if other.unfinished_ttft is not None:
+            if self.unfinished_ttft is None:
+                self.unfinished_ttft = LatencyHistogram()
+            self.unfinished_ttft.merge(other.unfinished_ttft)
         self.errors_by_kind.update(other.errors_by_kind)
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
@@ -137,8 +148,10 @@ class ClassMetrics:
             self.last_end = other.last_end if self.last_end is None else max(self.last_end, other.last_end)
 
     def to_wire(self) -> dict[str, Any]:
+        unfinished_ttft = self.unfinished_ttft
         return {
             "latency": {name: h.encode() for name, h in self.latency.items() if h.count},
+            **({"unfinished_ttft": unfinished_ttft.encode()} if unfinished_ttft is not None else {}),
             "requests": self.requests,
             "failures": self.failures,
             "dropped": self.dropped,
@@ -164,6 +177,8 @@ class ClassMetrics:
         m.dropped = data.get("dropped", 0)
         m.unfinished = data.get("unfinished", 0)
         m.unfinished_waiting = data.get("unfinished_waiting", 0)
+        if "unfinished_ttft" in data:
+            m.unfinished_ttft = LatencyHistogram.decode(data["unfinished_ttft"])
         m.errors_by_kind = Counter(data.get("errors_by_kind", {}))
         m.prompt_tokens = data.get("prompt_tokens", 0)
         m.output_tokens = data.get("output_tokens", 0)

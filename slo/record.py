@@ -16,6 +16,8 @@ FIRST_TURN, FOLLOW_UP = "first_turn", "follow_up"
 TURN_TAGS_UP_TO = 8
 # A trace replay's request classes: whether the request's first block was in an earlier request.
 PREFIX_HIT, PREFIX_MISS = "prefix_hit", "prefix_miss"
+# slogate's own request classes: each request is in exactly one (a dataset's classes are its own).
+REQUEST_CLASSES = (*PREFIX_CLASSES, PREFIX_HIT, PREFIX_MISS)
 
 
 def turn_tag(turn: int) -> str:
@@ -34,14 +36,15 @@ def is_conversation_tag(name: str) -> bool:
 
 
 def file_class(value: object) -> str | None:
-    """A trace line's or dataset entry's `class` (a tag of its own), checked: a non-empty string
-    that is none of the names slogate gives requests itself (it would merge with them). ValueError,
-    one line, otherwise; None when absent."""
+    """A dataset entry's `class` (its request class) or a trace line's (a tag beside its
+    `prefix_hit`/`prefix_miss` class), checked: a non-empty string that is none of the names
+    slogate gives requests itself (it would merge with them). ValueError, one line, otherwise;
+    None when absent."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"'class' must be a non-empty string, got {value!r}")
-    if value in (ALL, *PREFIX_CLASSES, PREFIX_HIT, PREFIX_MISS) or is_conversation_tag(value):
+    if value in (ALL, *REQUEST_CLASSES) or is_conversation_tag(value):
         raise ValueError(f"'class' {value!r} is a name slogate gives requests itself; choose another")
     return value
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 from slogate.slo.metrics import GOODPUT_METRICS, LATENCY_METRICS
-from slogate.slo.record import ALL
+from slogate.slo.record import ALL, REQUEST_CLASSES
 from slogate.slo.regression import RegressionRule
 
 RATE_METRICS = {
@@ -241,18 +241,25 @@ def _objective(entry: Any, index: int, source: str) -> Objective:
 
 
 def _check_one_goodput_definition(objectives: tuple[Objective, ...], source: str) -> None:
-    """Every goodput objective must give the same per-request limits: a request is good or not
-    once (as with `vllm bench serve --goodput`), and counted live against those limits. Two limit
-    sets on overlapping requests (`all` and a class, a class and a conversation tag) would judge
-    some objective against limits other than its own."""
+    """A request is good or not once (as with `vllm bench serve --goodput`), counted live against
+    the limits of every goodput objective it falls under. Two objectives with different limits
+    must therefore never share a request: allowed only on two of slogate's own request classes
+    (`shared` and `unique`, or `prefix_hit` and `prefix_miss`: no request is in two). `all`, a
+    conversation tag or a dataset's or trace's class may overlap another name: with limits of
+    their own, some objective would be judged against limits other than its own."""
     goodput = [o for o in objectives if o.metric == GOODPUT]
-    for other in goodput[1:]:
-        if other.limits_ms != goodput[0].limits_ms:
-            raise SloSpecError(
-                f"{source}: slos: goodput objectives {goodput[0].name!r} ({goodput[0].describe_limits()}) and "
-                f"{other.name!r} ({other.describe_limits()}) give different per-request limits; a request is good "
-                "by one set of limits: use the same limits in every goodput objective"
+    for i, first in enumerate(goodput):
+        for other in goodput[i + 1 :]:
+            disjoint = first.request_class != other.request_class and {first.request_class, other.request_class} <= set(
+                REQUEST_CLASSES
             )
+            if other.limits_ms != first.limits_ms and not disjoint:
+                raise SloSpecError(
+                    f"{source}: slos: goodput objectives {first.name!r} ({first.describe_limits()}) and "
+                    f"{other.name!r} ({other.describe_limits()}) give different per-request limits to requests "
+                    f"that can be in both ({first.request_class!r}, {other.request_class!r}); a request is good by one "
+                    f"set of limits: use the same limits, or limits per request class ({', '.join(REQUEST_CLASSES)})"
+                )
 
 
 def _goodput(entry: dict[str, Any], where: str, source: str, request_class: str) -> Objective:

@@ -240,18 +240,13 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         return _fail(str(e), exitcodes.USAGE)
     config = args.config or DEMO_CONF
 
-    def say_step(step: capacity.Step) -> None:
-        ttft = ", ".join(f"{c} {v:.1f}" for c, v in step.ttft_p95_ms.items() if v is not None)
-        aborted = " (aborted)" if step.aborted else ""
-        _say(f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{aborted}; TTFT p95 ms {ttft}")
-
     def search(name: str, url: str, out_dir: Path) -> capacity.CapacityResult:
         """One search, its files written as soon as it ends (a later profile's failure loses nothing)."""
         step = capacity.locust_step(
             url, slo_file=args.slo_file, warmup_s=args.warmup_s, config=config, locust_args=args.locust_args
         )
         try:
-            result = capacity.search(step, settings, out_dir, on_step=say_step)
+            result = capacity.search(step, settings, out_dir, on_step=lambda s: _say(capacity.step_line(s)))
         except capacity.CapacityInputError as e:
             capacity.write_error(out_dir, e)
             raise
@@ -260,34 +255,51 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         print(paths["markdown"].read_text(), flush=True)
         return result
 
+    def search_profile(profile: Profile) -> capacity.ProfileOutcome:
+        """One profile launched and searched; a failure is that profile's outcome, not the run's end."""
+        try:
+            server = launcher.start_profile(
+                profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
+            ).server
+        except ServerStartError as e:
+            if e.log_tail:
+                print(e.log_tail, file=sys.stderr)
+            failed = capacity.CapacityInputError(f"the server did not start: {e}", exitcodes.INCONCLUSIVE)
+            capacity.write_error(out / profile.name, failed)
+            _say(f"{profile.name}: {failed}")
+            return failed
+        try:
+            return search(profile.name, server.url, out / profile.name)
+        except capacity.CapacityInputError as e:
+            _say(f"{profile.name}: {e}")
+            return e
+        finally:
+            server.stop()
+
     def run() -> int:
-        results: dict[str, capacity.CapacityResult] = {}
         if args.host:
-            results[""] = search("", args.host, out)
-        else:
-            try:
-                profiles = [load_profile(name) for name in args.profile]
-                vllm = launcher.locate_vllm(profiles[0], install=True)
-                _say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
-            except (ProfileError, ProfileInvalid) as e:
-                capacity.write_error(out, str(e))
-                raise
-            for profile in profiles:
-                server = launcher.start_profile(
-                    profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
-                ).server
-                try:
-                    results[profile.name] = search(profile.name, server.url, out / profile.name)
-                finally:
-                    server.stop()
-        if len(results) > 1:
-            print(capacity.write_summary(results, out, args.min_capacity).read_text(), flush=True)
-        _say(f"capacity in {out}/ ({capacity.JSON_NAME}, {capacity.MARKDOWN_NAME}, {capacity.PNG_NAME})")
-        return capacity.overall_exit_code(results, args.min_capacity)
+            result = search("", args.host, out)
+            _say(f"capacity in {out}/ ({capacity.JSON_NAME}, {capacity.MARKDOWN_NAME}, {capacity.PNG_NAME})")
+            return result.exit_code(args.min_capacity)
+        try:
+            profiles = [load_profile(name) for name in args.profile]
+            vllm = launcher.locate_vllm(profiles[0], install=True)
+            _say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
+        except (ProfileError, ProfileInvalid) as e:
+            capacity.write_error(out, str(e))
+            raise
+        outcomes: dict[str, capacity.ProfileOutcome] = {}
+        for profile in profiles:
+            outcomes[profile.name] = outcome = search_profile(profile)
+            if isinstance(outcome, capacity.CapacityInputError) and outcome.exit_code == exitcodes.USAGE:
+                break  # the same options would fail every profile
+        print(capacity.write_summary(outcomes, out, args.min_capacity).read_text(), flush=True)
+        _say(f"capacity in {out}/ ({capacity.JSON_NAME}, {capacity.MARKDOWN_NAME}, one folder per profile)")
+        return capacity.overall_exit_code(outcomes, args.min_capacity)
 
     try:
         return _guarded(run)
-    except capacity.CapacityInputError as e:  # written where its search was (a profile's, or --out)
+    except capacity.CapacityInputError as e:  # --host: written in --out
         return _fail(str(e), e.exit_code)
 
 

@@ -13,7 +13,7 @@ import time
 from urllib.parse import urlsplit
 
 from slogate.locustfiles.endpoints import Endpoint, Messages
-from slogate.locustfiles.sse import MALFORMED_EVENT, SseParser, StreamErrorEvent, malformed_message
+from slogate.locustfiles.sse import SHAPE_ERRORS, SseParser, StreamErrorEvent, StreamProtocolError, unexpected_shape
 from slogate.locustfiles.timer import StreamTimer
 from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
 
@@ -57,14 +57,18 @@ def _measure(conn: http.client.HTTPConnection, endpoint: Endpoint, body: bytes, 
         while line := resp.readline():
             now = time.perf_counter()
             for payload in parser.feed(line):
-                if endpoint.apply_event(payload, timer, now):
+                try:
+                    ended = endpoint.apply_event(payload, timer, now)
+                except SHAPE_ERRORS as e:
+                    raise unexpected_shape(e) from None
+                if ended:
                     return timer.finish(now)
         return timer.fail(ErrorKind.TRUNCATED, "stream ended before its end event", time.perf_counter())
     except TimeoutError:
         return timer.fail(ErrorKind.TIMEOUT, "stream stalled", time.perf_counter())
     except StreamErrorEvent as e:
         return timer.fail(ErrorKind.STREAM_ERROR, str(e), time.perf_counter())
-    except MALFORMED_EVENT as e:
-        return timer.fail(ErrorKind.PROTOCOL, malformed_message(e), time.perf_counter())
+    except StreamProtocolError as e:
+        return timer.fail(ErrorKind.PROTOCOL, str(e), time.perf_counter())
     except (OSError, http.client.HTTPException) as e:
         return timer.fail(ErrorKind.TRUNCATED, repr(e), time.perf_counter())

@@ -16,6 +16,7 @@ from slogate.launch.capacity import (
     write_error,
     write_summary,
 )
+from slogate.launch.server import ServerStartError
 from slogate.slo import exitcodes
 from slogate.slo.judge import judge, usage_error
 from slogate.slo.metrics import MetricsStore
@@ -23,6 +24,7 @@ from slogate.slo.record import RequestRecord
 from slogate.slo.report import Report, RunInfo
 from slogate.slo.spec import parse_spec
 
+import slogate.cli as cli
 from slogate.cli import main
 
 SPEC = parse_spec(
@@ -144,6 +146,70 @@ def test_several_profiles_get_one_summary_and_the_worst_exit_code(tmp_path: Path
     assert "| baseline | " in md and "| tuned | " in md
     data = json.loads((tmp_path / "capacity.json").read_text())
     assert data["exit_code"] == exitcodes.FAIL and set(data["profiles"]) == {"baseline", "tuned"}
+
+
+def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`slogate capacity --profile a --profile b --profile c` with the server of `b` not starting
+    and the search on `a` losing its third step's report: `c` is still searched, the summary has
+    all three, each with its own outcome, and the exit code is 3 (no profile proven below)."""
+    servers = {"a": FakeServer(20.0), "c": FakeServer(40.0)}
+
+    class Started:
+        def __init__(self, name: str) -> None:
+            self.server = self
+            self.url = name
+
+        def stop(self) -> None:
+            pass
+
+    def start_profile(profile, host, port, **kw):
+        if profile.name == "b":
+            raise ServerStartError("vLLM exited with code 1")
+        return Started(profile.name)
+
+    def locust_step(url: str, **kw: object):
+        server = servers[url]
+
+        def step(rate: float, step_s: float, report_dir: Path) -> Report:
+            if url == "a" and len(server.calls) == 2:
+                return read_report(report_dir)  # as when Locust died
+            return server(rate, step_s, report_dir)
+
+        return step
+
+    monkeypatch.setattr(cli, "load_profile", lambda name: type("P", (), {"name": name})())
+    monkeypatch.setattr(cli.launcher, "locate_vllm", lambda profile, install: None)
+    monkeypatch.setattr(cli, "validate", lambda vllm, *profiles: "(faked)")
+    monkeypatch.setattr(cli.launcher, "start_profile", start_profile)
+    monkeypatch.setattr(cli.capacity, "locust_step", locust_step)
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
+    out = tmp_path / "out"
+    argv = ["capacity", "--slo-file", str(slo), "--out", str(out), "--rate-start", "5", "--step-s", "4"]
+    code = main([*argv, "--profile", "a", "--profile", "b", "--profile", "c"])
+
+    assert code == exitcodes.INCONCLUSIVE
+    data = json.loads((out / "capacity.json").read_text())
+    profiles = data["profiles"]
+    assert list(profiles) == ["a", "b", "c"] and data["exit_code"] == exitcodes.INCONCLUSIVE
+    assert "wrote no report" in profiles["a"]["error"] and len(profiles["a"]["partial"]["steps"]) == 2
+    assert "did not start" in profiles["b"]["error"] and profiles["b"]["exit_code"] == exitcodes.INCONCLUSIVE
+    assert profiles["c"]["decided"] and profiles["c"]["capacity_rps"] <= 40 < profiles["c"]["first_failing_rps"]
+    assert json.loads((out / "c" / "capacity.json").read_text())["capacity_rps"] == profiles["c"]["capacity_rps"]
+    md = (out / "capacity.md").read_text()
+    assert "| a | error: " in md and "| b | error: " in md and "| c | " in md
+    assert (
+        overall_exit_code(
+            {
+                "a": CapacityInputError("x", exitcodes.INCONCLUSIVE),
+                "c": search(FakeServer(10.0), SearchSettings(rate_start=5, step_s=4), tmp_path / "low"),
+            },
+            min_capacity=20,
+        )
+        == exitcodes.FAIL
+    )
 
 
 @pytest.mark.parametrize(

@@ -285,6 +285,28 @@ def test_locusts_table_counts_unfinished_and_dropped_requests_apart_not_as_failu
     assert all(e["context"]["slogate_record"] for e in fired)  # the gate still gets every record
 
 
+def test_locusts_per_second_counts_keep_the_last_minute_and_the_table_its_totals() -> None:
+    """A soak's memory: Locust keeps a count per second of the run for every row; slogate trims
+    them to the last minute (Locust reads the last 12 s), its totals and current RPS unchanged."""
+    from locust.stats import RequestStats
+    from slogate.slo.listener import trim_rate_counts
+
+    stats = RequestStats()
+    stats.log_request("E2E", "shared", 100, 0)
+    entry = stats.entries[("shared", "E2E")]
+    now = int(stats.last_request_timestamp)
+    stats.total.start_time = now - 3600
+    an_hour = {t: 20 for t in range(now - 3600, now + 1)}  # as after an hour at 20 req/s
+    for per_second in (entry.num_reqs_per_sec, entry.num_fail_per_sec, stats.total.num_reqs_per_sec):
+        per_second.update(an_hour)
+    rps, fails = entry.current_rps, entry.current_fail_per_sec
+    trim_rate_counts(stats, now - 60)
+    for per_second in (entry.num_reqs_per_sec, entry.num_fail_per_sec, stats.total.num_reqs_per_sec):
+        assert sorted(per_second) == list(range(now - 60, now + 1))
+    assert (entry.current_rps, entry.current_fail_per_sec) == (rps, fails) == (20, 20)
+    assert entry.num_requests == 1  # the table's totals are Locust's own counters
+
+
 def test_dropped_sends_leave_a_fail_standing_and_make_only_a_pass_inconclusive() -> None:
     """Overload is not inconclusive: sends dropped at --max-in-flight could only have been slower."""
     from slogate.slo.record import ErrorKind

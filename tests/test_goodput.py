@@ -89,6 +89,7 @@ def test_goodput_limits_are_the_one_source_of_the_targets_when_present() -> None
         {**GOODPUT, "name": "strict", "ttft_ms": 150},  # tiers on one class
         {**GOODPUT, "name": "everyone", "class": "all", "tpot_ms": 80},  # `all` and a class
         {**GOODPUT, "name": "follow-ups", "class": "follow_up", "e2e_ms": 900},  # a class and a tag
+        {**GOODPUT, "name": "support", "class": "support", "ttft_ms": 900},  # a file's class: may be a trace tag
     ],
 )
 def test_goodput_objectives_with_different_limits_are_refused_in_one_line(other: dict) -> None:
@@ -98,6 +99,15 @@ def test_goodput_objectives_with_different_limits_are_refused_in_one_line(other:
     with pytest.raises(SloSpecError, match="give different per-request limits") as e:
         spec(GOODPUT, other)
     assert "\n" not in str(e.value) and other["name"] in str(e.value)
+
+
+def test_disjoint_request_classes_may_each_have_their_own_goodput_limits() -> None:
+    """No request is both shared and unique: each class is judged by its own limits (the unique
+    requests of `store_for`, TTFT 1,000 ms, meet a 2,000 ms limit and fail the shared one's 200)."""
+    s = spec(GOODPUT, {**GOODPUT, "name": "unique-goodput", "class": "unique", "ttft_ms": 2000, "tpot_ms": 50})
+    report = judge(s, store_for(goodput_targets(s), 18, 1, 1), RunInfo())
+    observed = {r.objective.name: r.observed for r in report.slos}
+    assert observed == {"goodput-shared": pytest.approx(0.9), "unique-goodput": pytest.approx(1.0)}
 
 
 def test_goodput_is_judged_as_the_fraction_of_requests_meeting_every_limit(tmp_path: Path) -> None:
@@ -138,6 +148,20 @@ def test_unfinished_requests_do_not_count_against_the_goodput_ceiling() -> None:
         store.add(RequestRecord("shared", 2000.0 + i, e2e_us=900_000, ttft_us=900_000, error_kind=ErrorKind.UNFINISHED))
     # 150 ms of client delay could bring the 300 ms TTFTs under 200: only the failure is certain.
     assert evaluate(s, store, saturation=Saturation("saturated", client_delay_ms=150)).status == "inconclusive"
+
+
+def test_unfinished_requests_under_the_limit_leave_the_over_count_alone() -> None:
+    """Only the unfinished requests over the limit are taken out of the TTFT over-count: 4 of 20
+    finished requests at 300 ms are certainly not good with 50 ms of delay (ceiling 0.8 < 0.9),
+    however many unfinished requests waited less than the limit. Merged through the wire too."""
+    s = spec(GOODPUT)
+    store = store_for(goodput_targets(s), 16, 4, 0)  # 16 of 20 good: 0.8
+    for i in range(5):
+        store.add(RequestRecord("shared", 2000.0 + i, e2e_us=50_000, ttft_us=None, error_kind=ErrorKind.UNFINISHED))
+    saturated = Saturation("saturated", client_delay_ms=50)
+    assert evaluate(s, store, saturation=saturated).status == "fail"
+    merged = MetricsStore.from_wire(store.to_wire())
+    assert evaluate(s, merged, saturation=saturated).status == "fail"
 
 
 def test_goodput_counted_against_other_limits_is_not_judged() -> None:

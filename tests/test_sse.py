@@ -112,6 +112,16 @@ def test_non_json_payload_is_a_protocol_error() -> None:
         feed_all([b"data: {not json\n\n"], [0.1])
 
 
+@pytest.mark.parametrize("count", ["5", -1, 2.5, True, [3]])
+def test_a_usage_count_that_is_not_a_count_is_a_protocol_error(count: object) -> None:
+    usage = {"prompt_tokens": 12, "completion_tokens": count, "prompt_tokens_details": {"cached_tokens": 8}}
+    with pytest.raises(StreamProtocolError, match="usage count"):
+        feed_all([event(content("a")), event({"choices": [], "usage": usage})], [0.1, 0.2])
+    responses_usage = {"input_tokens": 12, "output_tokens": 2, "input_tokens_details": {"cached_tokens": count}}
+    with pytest.raises(StreamProtocolError, match="usage count"):
+        apply_responses_event(completed(usage=responses_usage), StreamTimer("shared", 0.0, t0=0.0), 0.3)
+
+
 def test_truncated_stream_leaves_pending_bytes_and_no_done() -> None:
     raw = event(content("a")) + event(content("b"))[:-9]
     parser = SseParser()

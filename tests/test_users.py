@@ -11,6 +11,7 @@ from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
 from slogate.launch.server import free_port
+from slogate.locustfiles.timer import StreamTimer
 from slogate.locustfiles.users import ChatStreamUser
 from slogate.locustfiles.users_openai import OpenAIChatUser
 from slogate.slo.listener import RECORD_KEY
@@ -128,6 +129,22 @@ def test_faults_are_counted_by_kind_without_crash_or_loss(
     assert [r.error_kind for r in records] == [kind] * 3
     failed = [e for e in h.locust_events if e["exception"] is not None]
     assert len(failed) == 3 and str(kind) in str(failed[0]["exception"])
+
+
+def test_only_the_event_applier_s_shape_errors_count_as_protocol(fault_server: str, monkeypatch: Any) -> None:
+    # A server's event of the wrong shape is a protocol failure...
+    assert [r.error_kind for r in Harness(ChatStreamUser, fault_server, "bad_shape_after=1").call(1)] == [
+        ErrorKind.PROTOCOL
+    ]
+
+    # ...but the same exception type raised by slogate's own code past the applier is a bug, not
+    # the server's fault: it is raised, never counted as the server's protocol failure.
+    def broken_finish(self: Any, now: float) -> None:
+        raise TypeError("a bug in the client")
+
+    monkeypatch.setattr(StreamTimer, "finish", broken_finish)
+    with pytest.raises(TypeError, match="a bug in the client"):
+        Harness(ChatStreamUser, fault_server, "tokens=2").call(1)
 
 
 @pytest.mark.parametrize("user_class", USERS)

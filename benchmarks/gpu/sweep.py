@@ -179,17 +179,16 @@ class ProfileSweep:
             return None
         settings = capacity.SearchSettings(self.search_start(), self.a.precision, self.a.run_time, self.a.search_steps)
         say(f"  {self.name}: capacity search from {settings.rate_start:g} req/s, {settings.max_steps} steps at most")
+        out = self.dir / "capacity"
         try:
-            result = capacity.search(run_step, settings, self.dir / "capacity", on_step=self._say_step)
-        except capacity.CapacityInputError as e:  # a step that could not be judged: a result too
+            result = capacity.search(run_step, settings, out, on_step=lambda st: say(f"    {capacity.step_line(st)}"))
+        except capacity.CapacityInputError as e:  # a step that could not be judged: a result, with the steps before
             say(f"  {self.name}: capacity search stopped: {e}")
-            return {"error": str(e), "capacity_rps": None, "first_failing_rps": None}
-        capacity.write_capacity(result, self.dir / "capacity", self.name)
+            capacity.write_error(out, e)
+            partial = e.partial.to_json() if e.partial else {"capacity_rps": None, "first_failing_rps": None}
+            return {**partial, "error": str(e)}
+        capacity.write_capacity(result, out, self.name)
         return result.to_json()
-
-    @staticmethod
-    def _say_step(step: capacity.Step) -> None:
-        say(f"    {step.rate_rps:g} {step.rate_unit}: {step.verdict}{' (aborted)' if step.aborted else ''}")
 
     def save(self, extra: dict[str, Any]) -> None:
         data = {"profile": self.name, "runs": self.runs, **extra}

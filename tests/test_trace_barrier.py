@@ -1,0 +1,90 @@
+"""The trace's zero in a distributed run, in-process with stand-ins for the runners: the master
+releases the workers once every shard index is ready, answers a late worker, stops waiting when
+the run stops; a worker that never gets the zero ends the run with one line."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import gevent
+import pytest
+from locust.env import Environment
+from locust.exception import StopUser
+from slogate.locustfiles import trace_user
+from slogate.slo.locust_plugin import gate_for
+
+
+class FakeMaster:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any, str | None]] = []
+
+    def send_message(self, msg_type: str, data: Any = None, client_id: str | None = None) -> None:
+        self.sent.append((msg_type, data, client_id))
+
+
+def master_environment(expect_workers: int) -> Any:
+    return SimpleNamespace(runner=FakeMaster(), parsed_options=SimpleNamespace(expect_workers=expect_workers))
+
+
+def ready(environment: Any, worker_index: int, node_id: str) -> None:
+    trace_user._on_ready(environment, SimpleNamespace(data=worker_index, node_id=node_id))
+
+
+def poll_until(condition: Any, timeout_s: float = 5.0) -> bool:
+    with gevent.Timeout(timeout_s, False):
+        while not condition():
+            gevent.sleep(0.01)
+    return bool(condition())
+
+
+@pytest.fixture
+def master() -> Any:
+    env = master_environment(expect_workers=2)
+    trace_user._zeros.pop(id(env), None)
+    trace_user._ready[id(env)] = set()
+    yield env
+    trace_user._ready.pop(id(env), None)
+    trace_user._zeros.pop(id(env), None)
+
+
+def test_the_zero_waits_for_every_shard_index_not_for_any_two_workers(master: Any) -> None:
+    releaser = gevent.spawn(trace_user._release_workers, master)
+    ready(master, 0, "w0")
+    ready(master, 5, "w-extra")  # index 5 of 2: no share; its READY must not stand for index 1
+    gevent.sleep(trace_user._POLL_S)  # several of the master's polls
+    assert not trace_user._zero(master).ready() and master.runner.sent == []
+    ready(master, 1, "w1")
+    assert poll_until(trace_user._zero(master).ready)
+    releaser.join(timeout=5)
+    (sent,) = master.runner.sent
+    assert sent == ("slogate_trace_zero", trace_user._zero(master).get(), None)  # to every worker
+
+
+def test_a_worker_ready_after_the_release_gets_the_same_zero(master: Any) -> None:
+    ready(master, 0, "w0")
+    ready(master, 1, "w1")
+    trace_user._release_workers(master)
+    zero = trace_user._zero(master).get()
+    ready(master, 2, "late")
+    assert master.runner.sent[-1] == ("slogate_trace_zero", zero, "late")
+
+
+def test_a_stopped_run_stops_the_master_waiting_for_its_workers(master: Any) -> None:
+    releaser = gevent.spawn(trace_user._release_workers, master)
+    trace_user._watchers[id(master)] = [releaser]
+    gevent.sleep(0)
+    trace_user._stop_watching(master)
+    assert poll_until(lambda: releaser.dead)
+    ready(master, 0, "w0")
+    ready(master, 1, "w1")
+    gevent.sleep(trace_user._POLL_S)
+    assert master.runner.sent == []  # nothing sent into the next run
+
+
+def test_a_worker_without_its_zero_ends_the_run_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = Environment()
+    monkeypatch.setattr(trace_user, "ZERO_WAIT_S", 0.05)
+    with pytest.raises(StopUser):
+        trace_user.wait_for_zero(env)
+    assert gate_for(env).problems == ["no trace zero came from the master within 0.05 s"]
