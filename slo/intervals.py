@@ -6,10 +6,12 @@ synced by NTP) files a request under the same index without any coordination, an
 merges workers' intervals exactly, index by index. Interval k covers `[k * interval_s, (k + 1) *
 interval_s)` of wall-clock time by request start; the first and last intervals of a run are partial.
 
-Memory stays bounded however long the run: only the `LIVE_INTERVALS` most recently touched
-intervals keep live histograms (a full-range histogram is ~190 KB of counts); the others are kept
-in HdrHistogram's compressed base64 form (a few hundred bytes for an interval's TTFT) and are
-decoded again only if a late record or a worker's report touches them.
+Memory grows by a few KB an interval, not by the requests: only the `LIVE_INTERVALS` most
+recently touched intervals keep live histograms (a full-range histogram is ~190 KB of counts); the
+others are kept in HdrHistogram's compressed base64 form (a few hundred bytes for an interval's
+TTFT), with their chart figures packed (`_pack`), and are decoded again only if a late record or
+a worker's report touches them (~3.6 KB an interval of two classes: 2.6 MB for an hour of 5 s
+intervals; benchmarks/RESULTS.md, soak).
 
 The counters and histograms follow `ClassMetrics.add` exactly (what counts as a request, a
 failure, a TTFT sample), so the intervals of a class add up to its totals; tests check that.

@@ -88,3 +88,15 @@ def test_a_worker_without_its_zero_ends_the_run_with_one_line(monkeypatch: pytes
     with pytest.raises(StopUser):
         trace_user.wait_for_zero(env)
     assert gate_for(env).problems == ["no trace zero came from the master within 0.05 s"]
+
+
+def test_every_new_run_waits_for_a_new_zero(master: Any) -> None:
+    """A web-UI rerun: the first run's zero must not start the second run's schedule (its
+    requests would all be overdue at once), on the master and on every worker."""
+    master.parsed_options.trace = ""  # the reset comes before anything a run with a trace needs
+    ready(master, 0, "w0")
+    ready(master, 1, "w1")
+    trace_user._release_workers(master)
+    assert trace_user._zero(master).ready()
+    trace_user._end_with_the_trace(master)  # test_start of the next run
+    assert not trace_user._zero(master).ready()
