@@ -194,8 +194,9 @@ def ttft_targets(report: Report) -> dict[str, float]:
 def search(
     run_step: RunStep, settings: SearchSettings, out_dir: Path, on_step: Callable[[Step], None] = lambda s: None
 ) -> CapacityResult:
-    """Find the knee; step reports go to `out_dir/step-NN-<rate>rps/`. Raises CapacityInputError
-    when a step's run is a usage error (a bad Locust option): every step would be."""
+    """Find the knee; step reports go to `out_dir/step-NN-<rate>rps/`. Raises CapacityInputError,
+    with the steps judged before it as `partial`, when a step's run is a usage error (a bad Locust
+    option: every step would be; exit 2) or wrote no report (exit 3)."""
     settings.check()
     result = CapacityResult(settings)
     passed: float | None = None
@@ -409,14 +410,20 @@ def step_line(step: Step) -> str:
 ProfileOutcome = CapacityResult | CapacityInputError
 
 
-def _exit_code(outcome: ProfileOutcome, min_capacity: float | None) -> int:
-    return outcome.exit_code if isinstance(outcome, CapacityInputError) else outcome.exit_code(min_capacity)
+def outcome_exit_code(outcome: ProfileOutcome, min_capacity: float | None) -> int:
+    """A search's exit code; one that failed: 1 when the steps judged before the failure already
+    prove the capacity below `min_capacity`, else the failure's own code."""
+    if not isinstance(outcome, CapacityInputError):
+        return outcome.exit_code(min_capacity)
+    if outcome.partial is not None and outcome.partial.exit_code(min_capacity) == exitcodes.FAIL:
+        return exitcodes.FAIL
+    return outcome.exit_code
 
 
 def overall_exit_code(outcomes: dict[str, ProfileOutcome], min_capacity: float | None) -> int:
     """Several profiles: 1 when any is proven below the minimum; else the first other non-zero code
     in profile order (3 undecided or a search that failed, 2 a usage error); else 0."""
-    codes = [_exit_code(o, min_capacity) for o in outcomes.values()]
+    codes = [outcome_exit_code(o, min_capacity) for o in outcomes.values()]
     if exitcodes.FAIL in codes:
         return exitcodes.FAIL
     return next((code for code in codes if code != exitcodes.PASS), exitcodes.PASS)
@@ -447,17 +454,17 @@ def write_summary(outcomes: dict[str, ProfileOutcome], out_dir: Path, min_capaci
 def _outcome_json(outcome: ProfileOutcome, min_capacity: float | None) -> dict[str, Any]:
     if not isinstance(outcome, CapacityInputError):
         return outcome.to_json(min_capacity)
-    data: dict[str, Any] = {"error": str(outcome), "exit_code": outcome.exit_code}
+    data: dict[str, Any] = {"error": str(outcome), "exit_code": outcome_exit_code(outcome, min_capacity)}
     if outcome.partial is not None and outcome.partial.steps:
-        data["partial"] = outcome.partial.to_json()
+        data["partial"] = outcome.partial.to_json(min_capacity)
     return data
 
 
-def write_error(out_dir: Path, error: CapacityInputError | str) -> Path:
+def write_error(out_dir: Path, error: CapacityInputError | str, min_capacity: float | None = None) -> Path:
     """A search that could not run or finish: the reason in `capacity.json`, with the steps judged
     before it (`partial`), so a CI job still has an artifact."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / JSON_NAME
     outcome = error if isinstance(error, CapacityInputError) else CapacityInputError(error)
-    path.write_text(json.dumps(_outcome_json(outcome, None), indent=2) + "\n")
+    path.write_text(json.dumps(_outcome_json(outcome, min_capacity), indent=2) + "\n")
     return path

@@ -27,7 +27,7 @@ class StreamErrorEvent(Exception):
 
 class StreamProtocolError(Exception):
     """An event payload the client cannot read: not JSON, not an object, not of its endpoint's
-    shape, or with a usage count that is not a count."""
+    shape, with token text that is not a string or a usage count that is not a count."""
 
 
 class SseParser:
@@ -79,7 +79,7 @@ def apply_chat_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
         if delta:
             content = delta.get("content")
             if content or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"):
-                timer.token(now, content)
+                timer.token(now, checked_text(content))
     elif "error" in obj:
         raise _stream_error(obj["error"])
     usage = obj.get("usage")
@@ -100,7 +100,7 @@ def apply_completions_event(payload: bytes, timer: StreamTimer, now: float) -> b
     if choices:
         text = choices[0].get("text")
         if text:
-            timer.token(now, text)
+            timer.token(now, checked_text(text))
     elif "error" in obj:
         raise _stream_error(obj["error"])
     usage = obj.get("usage")
@@ -138,7 +138,7 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
     if kind in RESPONSES_TOKEN_EVENTS:
         delta = obj.get("delta")
         if delta:
-            timer.token(now, delta if kind == RESPONSES_OUTPUT_TEXT else None)
+            timer.token(now, checked_text(delta) if kind == RESPONSES_OUTPUT_TEXT else None)
         return False
     if kind in RESPONSES_END_EVENTS:
         usage = (obj.get("response") or {}).get("usage")
@@ -193,8 +193,20 @@ def _apply_usage(
     `input_tokens`, `output_tokens`, `input_tokens_details`. A count that is not a non-negative
     integer (`"5"`, `-1`, `2.5`) is a protocol error, not a figure carried into the report."""
     details = usage.get(details_key) or {}
-    counts = (usage.get(prompt_key), usage.get(completion_key), details.get("cached_tokens"))
+    timer.usage(*checked_counts(usage.get(prompt_key), usage.get(completion_key), details.get("cached_tokens")))
+
+
+def checked_counts(*counts: object) -> tuple[int | None, ...]:
+    """Token counts as the server reported them; StreamProtocolError for one that is not a
+    non-negative integer (or absent)."""
     for value in counts:
         if value is not None and (type(value) is not int or value < 0):
             raise StreamProtocolError(f"usage count is not a non-negative integer: {value!r}")
-    timer.usage(*counts)
+    return counts  # type: ignore[return-value]
+
+
+def checked_text(value: object) -> str | None:
+    """A token event's text (`content`, `text`, `delta`); StreamProtocolError when it is not a string."""
+    if value is not None and type(value) is not str:
+        raise StreamProtocolError(f"token text is not a string: {value!r:.80}")
+    return value

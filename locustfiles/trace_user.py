@@ -29,7 +29,6 @@ from typing import Any
 import gevent
 from gevent.event import AsyncResult
 from locust import events, task
-from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 from slogate.locustfiles import replay, server, trace
 from slogate.locustfiles.open_loop import OpenLoopSender
@@ -97,7 +96,7 @@ def wait_for_zero(environment: Any) -> float:
         return _zero(environment).get(timeout=ZERO_WAIT_S)
     except gevent.Timeout:
         abort_run(environment, f"no trace zero came from the master within {ZERO_WAIT_S:g} s")
-        raise StopUser from None
+        raise gevent.GreenletExit from None
 
 
 _watchers: dict[int, list[gevent.Greenlet]] = {}  # per environment: the master's zero and the trace's end
@@ -187,7 +186,7 @@ class TraceReplayUser(OpenLoopSender):
             )
         except trace.PromptError as e:
             abort_run(self.environment, f"{BAD_CONFIG}: {e}")
-            raise StopUser from None
+            raise gevent.GreenletExit from None
         runner = self.environment.runner
         index, count = getattr(runner, "worker_index", 0), 1
         if isinstance(runner, WorkerRunner):  # the master's --expect-workers (--processes) reaches its workers

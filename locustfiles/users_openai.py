@@ -15,6 +15,13 @@ from typing import Any
 import openai
 from locust import task
 from openai.types.chat import ChatCompletionChunk
+from slogate.locustfiles.sse import (
+    SHAPE_ERRORS,
+    StreamProtocolError,
+    checked_counts,
+    checked_text,
+    unexpected_shape,
+)
 from slogate.locustfiles.timer import StreamTimer
 from slogate.locustfiles.users import _ChatUser, start_timer
 from slogate.slo import target
@@ -88,23 +95,12 @@ class OpenAIChatUser(_ChatUser):
         saw_usage = False
         try:
             for chunk in self.client.chat.completions.create(**body, extra_body=extra or None):
-                now = perf()
-                if chunk.choices:
-                    d = chunk.choices[0].delta
-                    if d is not None and (
-                        d.content
-                        or d.tool_calls
-                        or getattr(d, "reasoning_content", None)
-                        or getattr(d, "reasoning", None)
-                    ):
-                        timer.token(now, d.content)
-                usage = chunk.usage
-                if usage:
-                    saw_usage = True
-                    details = usage.prompt_tokens_details
-                    timer.usage(
-                        usage.prompt_tokens, usage.completion_tokens, details.cached_tokens if details else None
-                    )
+                try:
+                    saw_usage = _apply_chunk(chunk, timer, perf()) or saw_usage
+                except SHAPE_ERRORS as e:  # the SDK does not validate chunks: `{"choices": [null]}` passes
+                    raise unexpected_shape(e) from None
+        except StreamProtocolError as e:
+            return timer.fail(ErrorKind.PROTOCOL, str(e)[:200], perf())
         except openai.APIStatusError as e:
             return timer.fail(http_error_kind(e.status_code), f"HTTP {e.status_code}: {e.message}"[:200], perf())
         except openai.APITimeoutError:
@@ -119,3 +115,22 @@ class OpenAIChatUser(_ChatUser):
             # We always ask for include_usage; the SDK ends quietly when a stream stops early.
             return timer.fail(ErrorKind.TRUNCATED, "stream ended without its usage chunk", end)
         return timer.finish(end)
+
+
+def _apply_chunk(chunk: Any, timer: StreamTimer, now: float) -> bool:
+    """One `ChatCompletionChunk` onto the timer, as `sse.apply_chat_event` does for raw SSE; True
+    when it carried the usage."""
+    if chunk.choices:
+        d = chunk.choices[0].delta
+        if d is not None and (
+            d.content or d.tool_calls or getattr(d, "reasoning_content", None) or getattr(d, "reasoning", None)
+        ):
+            timer.token(now, checked_text(d.content))
+    usage = chunk.usage
+    if not usage:
+        return False
+    details = usage.prompt_tokens_details
+    timer.usage(
+        *checked_counts(usage.prompt_tokens, usage.completion_tokens, details.cached_tokens if details else None)
+    )
+    return True

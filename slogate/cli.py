@@ -67,18 +67,28 @@ def cmd_locustfile(args: argparse.Namespace) -> int:
     return 0
 
 
+# Why a server could not be launched, as exit codes: a bad profile, vLLM missing, a server that
+# did not start (its log's tail goes to stderr first).
+LAUNCH_ERRORS: dict[type[Exception], int] = {
+    ProfileError: exitcodes.USAGE,
+    ProfileInvalid: exitcodes.USAGE,
+    InstallError: exitcodes.SETUP_FAILED,
+    ServerStartError: exitcodes.INCONCLUSIVE,
+}
+
+
+def _launch_exit_code(e: Exception) -> int:
+    if isinstance(e, ServerStartError) and e.log_tail:
+        print(e.log_tail, file=sys.stderr)
+    return next(code for kind, code in LAUNCH_ERRORS.items() if isinstance(e, kind))
+
+
 def _guarded(run) -> int:  # type: ignore[no-untyped-def]
     """Run `run()` turning known failures into one-line errors and distinct exit codes."""
     try:
         return run()
-    except (ProfileError, ProfileInvalid) as e:
-        return _fail(str(e), exitcodes.USAGE)
-    except InstallError as e:
-        return _fail(str(e), exitcodes.SETUP_FAILED)
-    except ServerStartError as e:
-        if e.log_tail:
-            print(e.log_tail, file=sys.stderr)
-        return _fail(str(e), exitcodes.INCONCLUSIVE)
+    except tuple(LAUNCH_ERRORS) as e:
+        return _fail(str(e), _launch_exit_code(e))
 
 
 def _sigterm_as_interrupt() -> None:
@@ -248,31 +258,30 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         try:
             result = capacity.search(step, settings, out_dir, on_step=lambda s: _say(capacity.step_line(s)))
         except capacity.CapacityInputError as e:
-            capacity.write_error(out_dir, e)
+            capacity.write_error(out_dir, e, args.min_capacity)
             raise
         paths = capacity.write_capacity(result, out_dir, name, args.min_capacity)
         assert paths["markdown"] is not None
         print(paths["markdown"].read_text(), flush=True)
         return result
 
-    def search_profile(profile: Profile) -> capacity.ProfileOutcome:
-        """One profile launched and searched; a failure is that profile's outcome, not the run's end."""
+    def search_profile(profile: Profile) -> tuple[capacity.ProfileOutcome, bool]:
+        """One profile launched and searched; a failure is that profile's outcome, not the run's
+        end. True with it when the search refused the options themselves: every profile would."""
         try:
             server = launcher.start_profile(
                 profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
             ).server
-        except ServerStartError as e:
-            if e.log_tail:
-                print(e.log_tail, file=sys.stderr)
-            failed = capacity.CapacityInputError(f"the server did not start: {e}", exitcodes.INCONCLUSIVE)
+        except tuple(LAUNCH_ERRORS) as e:
+            failed = capacity.CapacityInputError(f"the server did not start: {e}", _launch_exit_code(e))
             capacity.write_error(out / profile.name, failed)
             _say(f"{profile.name}: {failed}")
-            return failed
+            return failed, False
         try:
-            return search(profile.name, server.url, out / profile.name)
+            return search(profile.name, server.url, out / profile.name), False
         except capacity.CapacityInputError as e:
             _say(f"{profile.name}: {e}")
-            return e
+            return e, e.exit_code == exitcodes.USAGE
         finally:
             server.stop()
 
@@ -289,10 +298,15 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             capacity.write_error(out, str(e))
             raise
         outcomes: dict[str, capacity.ProfileOutcome] = {}
+        refused_by: str | None = None
         for profile in profiles:
-            outcomes[profile.name] = outcome = search_profile(profile)
-            if isinstance(outcome, capacity.CapacityInputError) and outcome.exit_code == exitcodes.USAGE:
-                break  # the same options would fail every profile
+            if refused_by is not None:
+                outcomes[profile.name] = capacity.CapacityInputError(
+                    f"not run: the search refused the options on {refused_by}", exitcodes.USAGE
+                )
+                continue
+            outcomes[profile.name], options_refused = search_profile(profile)
+            refused_by = profile.name if options_refused else None
         print(capacity.write_summary(outcomes, out, args.min_capacity).read_text(), flush=True)
         _say(f"capacity in {out}/ ({capacity.JSON_NAME}, {capacity.MARKDOWN_NAME}, one folder per profile)")
         return capacity.overall_exit_code(outcomes, args.min_capacity)
@@ -300,7 +314,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     try:
         return _guarded(run)
     except capacity.CapacityInputError as e:  # --host: written in --out
-        return _fail(str(e), e.exit_code)
+        return _fail(str(e), capacity.outcome_exit_code(e, args.min_capacity))
 
 
 def cmd_baseline_save(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import pytest
 from slogate.launch.capacity import (
     CapacityInputError,
     SearchSettings,
+    outcome_exit_code,
     overall_exit_code,
     read_report,
     search,
@@ -16,6 +17,7 @@ from slogate.launch.capacity import (
     write_error,
     write_summary,
 )
+from slogate.launch.installation import InstallError
 from slogate.launch.server import ServerStartError
 from slogate.slo import exitcodes
 from slogate.slo.judge import judge, usage_error
@@ -151,9 +153,10 @@ def test_several_profiles_get_one_summary_and_the_worst_exit_code(tmp_path: Path
 def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_still_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`slogate capacity --profile a --profile b --profile c` with the server of `b` not starting
-    and the search on `a` losing its third step's report: `c` is still searched, the summary has
-    all three, each with its own outcome, and the exit code is 3 (no profile proven below)."""
+    """`slogate capacity --profile a --profile b --profile c --profile d` with the server of `b`
+    not starting, vLLM missing for `d` and the search on `a` losing its third step's report: `c`
+    is still searched, the summary has all four, each with its own outcome, and the exit code is
+    3 (no profile proven below)."""
     servers = {"a": FakeServer(20.0), "c": FakeServer(40.0)}
 
     class Started:
@@ -167,6 +170,8 @@ def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_sti
     def start_profile(profile, host, port, **kw):
         if profile.name == "b":
             raise ServerStartError("vLLM exited with code 1")
+        if profile.name == "d":
+            raise InstallError("vLLM is not installed (pip install 'slogate[gpu]')")
         return Started(profile.name)
 
     def locust_step(url: str, **kw: object):
@@ -188,12 +193,13 @@ def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_sti
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
     out = tmp_path / "out"
     argv = ["capacity", "--slo-file", str(slo), "--out", str(out), "--rate-start", "5", "--step-s", "4"]
-    code = main([*argv, "--profile", "a", "--profile", "b", "--profile", "c"])
+    code = main([*argv, "--profile", "a", "--profile", "b", "--profile", "c", "--profile", "d"])
 
     assert code == exitcodes.INCONCLUSIVE
     data = json.loads((out / "capacity.json").read_text())
     profiles = data["profiles"]
-    assert list(profiles) == ["a", "b", "c"] and data["exit_code"] == exitcodes.INCONCLUSIVE
+    assert list(profiles) == ["a", "b", "c", "d"] and data["exit_code"] == exitcodes.INCONCLUSIVE
+    assert profiles["d"]["exit_code"] == exitcodes.SETUP_FAILED and "not installed" in profiles["d"]["error"]
     assert "wrote no report" in profiles["a"]["error"] and len(profiles["a"]["partial"]["steps"]) == 2
     assert "did not start" in profiles["b"]["error"] and profiles["b"]["exit_code"] == exitcodes.INCONCLUSIVE
     assert profiles["c"]["decided"] and profiles["c"]["capacity_rps"] <= 40 < profiles["c"]["first_failing_rps"]
@@ -210,6 +216,22 @@ def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_sti
         )
         == exitcodes.FAIL
     )
+
+
+def test_a_search_that_failed_after_proving_the_capacity_too_low_exits_1(tmp_path: Path) -> None:
+    """The step at 5 req/s failed its SLO, then the one at 2.5 wrote no report: below a minimum
+    of 10 req/s whatever came next, so exit 1 (proven), not 3, and capacity.json says so."""
+    server = FakeServer(1.0)
+
+    def dies_at_the_second_step(rate: float, step_s: float, report_dir: Path) -> Report:
+        return read_report(report_dir) if server.calls else server(rate, step_s, report_dir)
+
+    with pytest.raises(CapacityInputError) as e:
+        search(dies_at_the_second_step, SearchSettings(rate_start=5, step_s=4), tmp_path)
+    assert outcome_exit_code(e.value, min_capacity=10) == exitcodes.FAIL
+    assert outcome_exit_code(e.value, min_capacity=None) == exitcodes.INCONCLUSIVE
+    data = json.loads(write_error(tmp_path / "out", e.value, min_capacity=10).read_text())
+    assert data["exit_code"] == data["partial"]["exit_code"] == exitcodes.FAIL
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 from slogate.slo.histogram import HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS, LatencyHistogram
 from slogate.slo.hlog import HLOG_NAME, render_hlog, write_hlog
-from slogate.slo.intervals import INTERVAL_METRICS, LIVE_INTERVALS, IntervalSeries, record_many_us
+from slogate.slo.intervals import INTERVAL_METRICS, LIVE_INTERVALS, IntervalSeries, _pack, _unpack, record_many_us
 from slogate.slo.judge import judge
 from slogate.slo.metrics import MetricsStore
 from slogate.slo.record import ALL, ErrorKind, RequestRecord
@@ -120,10 +120,20 @@ def test_percentiles_per_interval_are_the_merged_histograms_nearest_rank() -> No
             assert stats[0] == h.count
             assert stats[1] == [round(v, 3) for v in h.percentiles_ms((50, 95, 99))], (i, cls)
     # Closed intervals keep their figures packed (~0.4 KB each): unpacked, exactly the figures
-    # computed afresh from their histograms, a class absent from a metric absent again.
-    store.add(RequestRecord("only_failures", series.indexes()[0] * 5.0, e2e_us=5, error_kind=ErrorKind.HTTP_5XX))
-    for idx in series.indexes():
-        assert series.stats(idx) == series.stats(idx) == series._compute_stats(idx)
+    # computed afresh from their histograms.
+    for idx in series.indexes()[:-LIVE_INTERVALS]:
+        assert idx in series._stats and series.stats(idx) == series._compute_stats(idx)
+
+
+def test_packed_figures_unpack_to_the_same_figures_with_absent_classes_absent() -> None:
+    figures = {
+        "ttft": {ALL: (3, [1.5, 2.25, 3.0]), "shared": (2, [1.5, 2.25, 2.25]), "unique": (1, [3.0, 3.0, 3.0])},
+        "itl": {ALL: (4, [0.125, 0.5, 0.5]), "shared": (4, [0.125, 0.5, 0.5])},  # unique: no ITL
+        "e2e": {ALL: (0, None)},  # no E2E at all
+    }
+    assert _unpack(_pack(figures)) == figures
+    counts = [count for metric in _unpack(_pack(figures)).values() for count, _ in metric.values()]
+    assert all(type(c) is int for c in counts)
 
 
 def test_memory_stays_bounded_closed_intervals_are_encoded() -> None:

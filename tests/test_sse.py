@@ -122,6 +122,17 @@ def test_a_usage_count_that_is_not_a_count_is_a_protocol_error(count: object) ->
         apply_responses_event(completed(usage=responses_usage), StreamTimer("shared", 0.0, t0=0.0), 0.3)
 
 
+def test_token_text_that_is_not_a_string_is_a_protocol_error() -> None:
+    """Not a token to count (nor, in a conversation, an answer to resend): every endpoint alike."""
+    with pytest.raises(StreamProtocolError, match="token text"):
+        feed_all([event({"choices": [{"index": 0, "delta": {"content": 5}}]})], [0.1])
+    timer = StreamTimer("shared", 0.0, t0=0.0)
+    with pytest.raises(StreamProtocolError, match="token text"):
+        apply_completions_event(json.dumps({"choices": [{"text": ["a"]}]}).encode(), timer, 0.1)
+    with pytest.raises(StreamProtocolError, match="token text"):
+        apply_responses_event(typed("response.output_text.delta", delta={"a": 1}), timer, 0.1)
+
+
 def test_truncated_stream_leaves_pending_bytes_and_no_done() -> None:
     raw = event(content("a")) + event(content("b"))[:-9]
     parser = SseParser()

@@ -114,6 +114,7 @@ FAULTS = [
     ("tokens=5,error_after=2", ErrorKind.STREAM_ERROR),
     ("tokens=5,stall_after=1", ErrorKind.TIMEOUT),
     ("tokens=0", ErrorKind.NO_CONTENT),
+    ("tokens=5,bad_shape_after=2", ErrorKind.PROTOCOL),  # `{"choices": [null]}`: the SDK passes it on
 ]
 
 
@@ -129,6 +130,28 @@ def test_faults_are_counted_by_kind_without_crash_or_loss(
     assert [r.error_kind for r in records] == [kind] * 3
     failed = [e for e in h.locust_events if e["exception"] is not None]
     assert len(failed) == 3 and str(kind) in str(failed[0]["exception"])
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        {"choices": [{"index": 0, "delta": {"content": 5}}]},
+        {"choices": [], "usage": {"prompt_tokens": -1, "completion_tokens": 2, "total_tokens": 1}},
+    ],
+)
+def test_the_sdk_users_chunks_are_checked_as_the_raw_users_events(chunk: dict) -> None:
+    """The SDK builds chunks without validating them (`construct_type`): text that is not a
+    string and counts that are not counts are protocol errors there too, not figures carried
+    into the report."""
+    from openai._models import construct_type
+    from openai.types.chat import ChatCompletionChunk
+    from slogate.locustfiles.sse import StreamProtocolError
+    from slogate.locustfiles.users_openai import _apply_chunk
+
+    fields = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m", **chunk}
+    built = construct_type(type_=ChatCompletionChunk, value=fields)
+    with pytest.raises(StreamProtocolError):
+        _apply_chunk(built, StreamTimer("shared", 0.0, t0=0.0), 0.1)
 
 
 def test_only_the_event_applier_s_shape_errors_count_as_protocol(fault_server: str, monkeypatch: Any) -> None:

@@ -421,7 +421,10 @@ def main() -> int:
                 )
             )
             if found is not None:
-                say(f"{profile_name}: capacity {found['capacity_rps']}, first failing {found['first_failing_rps']}")
+                if "error" in found:
+                    say(f"{profile_name}: capacity search failed: {found['error']}")
+                else:
+                    say(f"{profile_name}: capacity {found['capacity_rps']}, first failing {found['first_failing_rps']}")
             check = None
             if a.cross_check_rate and i == len(a.profiles) - 1:
                 if time.monotonic() + 2 * a.run_time + 60 < deadline:
