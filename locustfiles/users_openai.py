@@ -119,7 +119,8 @@ class OpenAIChatUser(_ChatUser):
 
 def _apply_chunk(chunk: Any, timer: StreamTimer, now: float) -> bool:
     """One `ChatCompletionChunk` onto the timer, as `sse.apply_chat_event` does for raw SSE; True
-    when it carried the usage."""
+    when it carried the usage. (The SDK itself turns numeric strings and floats into ints, and an
+    empty `usage` into one whose fields are None: that one is absent, as in raw SSE.)"""
     if chunk.choices:
         d = chunk.choices[0].delta
         if d is not None and (
@@ -127,7 +128,7 @@ def _apply_chunk(chunk: Any, timer: StreamTimer, now: float) -> bool:
         ):
             timer.token(now, checked_text(d.content))
     usage = chunk.usage
-    if not usage:
+    if not usage or (usage.prompt_tokens is None and usage.completion_tokens is None):
         return False
     details = usage.prompt_tokens_details
     timer.usage(

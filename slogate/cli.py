@@ -294,8 +294,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             profiles = [load_profile(name) for name in args.profile]
             vllm = launcher.locate_vllm(profiles[0], install=True)
             _say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
-        except (ProfileError, ProfileInvalid) as e:
-            capacity.write_error(out, str(e))
+        except tuple(LAUNCH_ERRORS) as e:  # before any profile runs: capacity.json says why
+            capacity.write_error(out, capacity.CapacityInputError(str(e), _launch_exit_code(e)))
             raise
         outcomes: dict[str, capacity.ProfileOutcome] = {}
         refused_by: str | None = None
@@ -314,7 +314,9 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     try:
         return _guarded(run)
     except capacity.CapacityInputError as e:  # --host: written in --out
-        return _fail(str(e), capacity.outcome_exit_code(e, args.min_capacity))
+        code = capacity.outcome_exit_code(e, args.min_capacity)
+        proven = {exitcodes.PASS: "at least", exitcodes.FAIL: "below"}.get(code) if code != e.exit_code else None
+        return _fail(f"{e}; the steps before it put the capacity {proven} --min-capacity" if proven else str(e), code)
 
 
 def cmd_baseline_save(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from slogate.launch.capacity import (
     CapacityInputError,
+    RunStep,
     SearchSettings,
     outcome_exit_code,
     overall_exit_code,
@@ -216,6 +217,69 @@ def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_sti
         )
         == exitcodes.FAIL
     )
+
+
+class Launched:
+    """`launcher.start_profile`'s answer, as far as `slogate capacity` uses it."""
+
+    def __init__(self, url: str) -> None:
+        self.server, self.url = self, url
+
+    def stop(self) -> None:
+        pass
+
+
+def fake_profiles(monkeypatch: pytest.MonkeyPatch, steps: dict[str, RunStep]) -> None:
+    """`slogate capacity --profile NAME` without vLLM: a profile's server is its name, searched with `steps[name]`."""
+    monkeypatch.setattr(cli, "load_profile", lambda name: type("P", (), {"name": name})())
+    monkeypatch.setattr(cli.launcher, "locate_vllm", lambda profile, install: None)
+    monkeypatch.setattr(cli, "validate", lambda vllm, *profiles: "(faked)")
+    monkeypatch.setattr(cli.launcher, "start_profile", lambda profile, *a, **kw: Launched(profile.name))
+    monkeypatch.setattr(cli.capacity, "locust_step", lambda url, **kw: steps[url])
+
+
+def test_options_a_search_refuses_mark_the_later_profiles_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(rate: float, step_s: float, report_dir: Path) -> Report:
+        return usage_error("--arrival-process must be one of constant, poisson, gamma")
+
+    fake_profiles(monkeypatch, {"x": refused, "y": FakeServer(20.0)})
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
+    out = tmp_path / "out"
+    code = main(["capacity", "--slo-file", str(slo), "--out", str(out), "--profile", "x", "--profile", "y"])
+    profiles = json.loads((out / "capacity.json").read_text())["profiles"]
+    assert code == exitcodes.USAGE and "--arrival-process" in profiles["x"]["error"]
+    assert profiles["y"] == {"error": "not run: the search refused the options on x", "exit_code": exitcodes.USAGE}
+
+
+@pytest.mark.parametrize(
+    ("knee", "minimum", "code", "said"), [(1.0, 10, exitcodes.FAIL, "below"), (20.0, 4, exitcodes.PASS, "at least")]
+)
+def test_a_host_search_stopped_by_a_lost_report_exits_with_what_its_steps_proved(
+    knee: float,
+    minimum: float,
+    code: int,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--host`: the steps before the one that wrote no report met (or missed) the minimum."""
+    server = FakeServer(knee)
+
+    def dies_at_the_second_step(rate: float, step_s: float, report_dir: Path) -> Report:
+        return read_report(report_dir) if server.calls else server(rate, step_s, report_dir)
+
+    monkeypatch.setattr(cli.capacity, "locust_step", lambda url, **kw: dies_at_the_second_step)
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
+    out = tmp_path / "out"
+    argv = ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(out), "--rate-start", "5"]
+    assert main([*argv, "--min-capacity", str(minimum)]) == code
+    assert f"the capacity {said} --min-capacity" in capsys.readouterr().err
+    assert json.loads((out / "capacity.json").read_text())["exit_code"] == code
 
 
 def test_a_search_that_failed_after_proving_the_capacity_too_low_exits_1(tmp_path: Path) -> None:

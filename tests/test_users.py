@@ -154,6 +154,18 @@ def test_the_sdk_users_chunks_are_checked_as_the_raw_users_events(chunk: dict) -
         _apply_chunk(built, StreamTimer("shared", 0.0, t0=0.0), 0.1)
 
 
+def test_the_sdk_users_empty_usage_is_no_usage() -> None:
+    """The SDK turns `"usage": {}` into a usage whose counts are None: absent, as raw SSE reads it
+    (a stream that never sent its usage is truncated)."""
+    from openai._models import construct_type
+    from openai.types.chat import ChatCompletionChunk
+    from slogate.locustfiles.users_openai import _apply_chunk
+
+    fields = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [], "usage": {}}
+    built = construct_type(type_=ChatCompletionChunk, value=fields)
+    assert built.usage is not None and not _apply_chunk(built, StreamTimer("shared", 0.0, t0=0.0), 0.1)
+
+
 def test_only_the_event_applier_s_shape_errors_count_as_protocol(fault_server: str, monkeypatch: Any) -> None:
     # A server's event of the wrong shape is a protocol failure...
     assert [r.error_kind for r in Harness(ChatStreamUser, fault_server, "bad_shape_after=1").call(1)] == [
