@@ -56,11 +56,19 @@ def measurement_problems(measurements: MetricsStore) -> list[str]:
 
 def with_ttft_gap(server: dict[str, Any] | None, measurements: MetricsStore) -> dict[str, Any] | None:
     """The server figures plus the client-server TTFT gap: time outside the engine (network, HTTP
-    server, and any queueing before the engine)."""
+    server, and any queueing before the engine). The client's mean is over the requests that
+    finished: those in flight at the stop are in its TTFT histogram with the time they had waited,
+    a lower bound the server does not share (it may count their first token after the stop)."""
     if server is None:
         return None
     out = dict(server)
-    client_mean = measurements.get(ALL).latency["ttft"].mean_ms()
+    total = measurements.get(ALL)
+    ttft, unfinished = total.latency["ttft"], total.unfinished_ttft
+    client_mean = ttft.mean_ms()
+    if client_mean is not None and unfinished is not None and unfinished.count:
+        finished = ttft.count - unfinished.count  # both means are over the same bucket middles: exact
+        unfinished_sum = (unfinished.mean_ms() or 0.0) * unfinished.count
+        client_mean = (client_mean * ttft.count - unfinished_sum) / finished if finished else None
     server_mean = (server.get("server_ttft_ms") or {}).get("mean")
     if client_mean is not None and server_mean is not None:
         out["client_server_ttft_gap_ms"] = round(client_mean - server_mean, 3)

@@ -1,7 +1,10 @@
 """Parsing vLLM's /metrics and turning two scrapes into the report's server figures."""
 
+import pytest
 from slogate.slo.evaluate import evaluate
+from slogate.slo.judge import with_ttft_gap
 from slogate.slo.metrics import MetricsStore
+from slogate.slo.record import ErrorKind, RequestRecord
 from slogate.slo.server_metrics import ServerMetrics, parse
 from slogate.slo.spec import parse_spec
 
@@ -80,3 +83,17 @@ def test_counters_restart_after_priming_so_the_server_ttft_is_the_runs() -> None
     s = m.summary()
     assert s["server_ttft_ms"]["count"] == 10 and s["server_ttft_ms"]["mean"] == 10.0
     assert s["prefix_cache_hit_rate"] == round(2900 / 3000, 4) and s["scrapes"] == 2
+
+
+def test_the_client_server_gap_leaves_out_requests_unfinished_at_the_stop() -> None:
+    """Ten finished requests at 110 ms against a server mean of 100 ms: a 10 ms gap, whatever
+    waited 5 ms when the run stopped (a lower bound the server does not share)."""
+
+    store = MetricsStore()
+    for i in range(10):
+        store.add(RequestRecord("shared", 1.0 + i, e2e_us=200_000, ttft_us=110_000))
+    server = {"server_ttft_ms": {"mean": 100.0, "count": 10}}
+    assert with_ttft_gap(server, store)["client_server_ttft_gap_ms"] == pytest.approx(10.0, abs=0.1)
+    for i in range(5):
+        store.add(RequestRecord("unique", 20.0 + i, e2e_us=5_000, error_kind=ErrorKind.UNFINISHED))
+    assert with_ttft_gap(server, store)["client_server_ttft_gap_ms"] == pytest.approx(10.0, abs=0.1)
