@@ -463,11 +463,10 @@ def _outcome_json(outcome: ProfileOutcome, min_capacity: float | None) -> dict[s
     return data
 
 
-def write_error(out_dir: Path, error: CapacityInputError | str, min_capacity: float | None = None) -> Path:
+def write_error(out_dir: Path, error: CapacityInputError, min_capacity: float | None = None) -> Path:
     """A search that could not run or finish: the reason in `capacity.json`, with the steps judged
     before it (`partial`), so a CI job still has an artifact."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / JSON_NAME
-    outcome = error if isinstance(error, CapacityInputError) else CapacityInputError(error)
-    path.write_text(json.dumps(_outcome_json(outcome, min_capacity), indent=2) + "\n")
+    path.write_text(json.dumps(_outcome_json(error, min_capacity), indent=2) + "\n")
     return path

@@ -78,9 +78,14 @@ LAUNCH_ERRORS: dict[type[Exception], int] = {
 
 
 def _launch_exit_code(e: Exception) -> int:
+    return next(code for kind, code in LAUNCH_ERRORS.items() if isinstance(e, kind))
+
+
+def _report_launch_error(e: Exception) -> int:
+    """The exit code of a launch error, after the server log's tail (where it has one) on stderr."""
     if isinstance(e, ServerStartError) and e.log_tail:
         print(e.log_tail, file=sys.stderr)
-    return next(code for kind, code in LAUNCH_ERRORS.items() if isinstance(e, kind))
+    return _launch_exit_code(e)
 
 
 def _guarded(run) -> int:  # type: ignore[no-untyped-def]
@@ -88,7 +93,7 @@ def _guarded(run) -> int:  # type: ignore[no-untyped-def]
     try:
         return run()
     except tuple(LAUNCH_ERRORS) as e:
-        return _fail(str(e), _launch_exit_code(e))
+        return _fail(str(e), _report_launch_error(e))
 
 
 def _sigterm_as_interrupt() -> None:
@@ -246,7 +251,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     try:
         settings = _capacity_settings(args)
     except capacity.CapacityInputError as e:
-        capacity.write_error(out, str(e))
+        capacity.write_error(out, e)
         return _fail(str(e), exitcodes.USAGE)
     config = args.config or DEMO_CONF
 
@@ -273,7 +278,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
                 profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
             ).server
         except tuple(LAUNCH_ERRORS) as e:
-            failed = capacity.CapacityInputError(f"the server did not start: {e}", _launch_exit_code(e))
+            failed = capacity.CapacityInputError(f"the server did not start: {e}", _report_launch_error(e))
             capacity.write_error(out / profile.name, failed)
             _say(f"{profile.name}: {failed}")
             return failed, False
