@@ -16,13 +16,13 @@ import json
 import os
 from typing import Any
 
-import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
+import slogate.slo.plugin  # noqa: F401  (registers the SLO options and the gate)
 from locust import events
-from slogate.locustfiles import options  # noqa: F401  (registers the workload options)
-from slogate.locustfiles.open_loop import OpenLoopChatUser
-from slogate.locustfiles.timer import StreamTimer
-from slogate.locustfiles.users import ChatStreamUser, SseChatUser
-from slogate.slo.record import RequestRecord
+from slogate.locustfiles.load import options  # noqa: F401  (registers the workload options)
+from slogate.locustfiles.load.open_loop import OpenLoopChatUser
+from slogate.locustfiles.load.timer import StreamTimer
+from slogate.locustfiles.load.users import ChatStreamUser, SseChatUser
+from slogate.slo.gate.record import RequestRecord
 
 _traced: list[tuple[str, RequestRecord]] = []
 

@@ -19,14 +19,14 @@ import platform
 import statistics
 import time
 
-import slogate.locustfiles.options  # noqa: F401
+import slogate.locustfiles.load.options  # noqa: F401
 from bench_users import UnstampedChatStreamUser
 from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
 from slogate.launch import fault_server
-from slogate.locustfiles.users import ChatStreamUser
-from slogate.locustfiles.users_openai import OpenAIChatUser
+from slogate.locustfiles.load.users import ChatStreamUser
+from slogate.locustfiles.load.users_openai import OpenAIChatUser
 
 
 def cpu_us_per_chunk(user_class: type, host: str, requests: int, tokens: int) -> float:

@@ -1,4 +1,4 @@
-"""Regression-judge speed: the bucket bootstrap (slo/bootstrap.py) against the old per-value bootstrap.
+"""Regression-judge speed: the bucket bootstrap (slo/gate/bootstrap.py) against the old per-value bootstrap.
 
 Target (issue): a TTFT and an ITL rule over 1,000,000 samples each judged in under 2 s on one core.
 
@@ -9,7 +9,7 @@ checked bucket for bucket against recording one by one on a slice; recording is 
 not counted in the judge's time. The judge's time is, per repetition, both rules: the two
 percentiles of each rule and `change_interval_pct` (400 rounds); the median of --repeat.
 
-The old method (`per_value_interval`, copied from slo/regression.py before the change) draws n
+The old method (`per_value_interval`, copied from slo/gate/regression.py before the change) draws n
 values per round in Python. It runs in the same process at 10,000, 100,000 and 1,000,000 samples
 per histogram, over fewer rounds than 400 (its cost per round is constant), and its time is
 scaled to 400 rounds, which the table says. One core: BLAS/OpenMP threads are set to 1 before
@@ -33,8 +33,8 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from slogate.slo.bootstrap import change_interval_pct  # noqa: E402
-from slogate.slo.histogram import HIGHEST_US, LOWEST_US, LatencyHistogram  # noqa: E402
+from slogate.slo.gate.bootstrap import change_interval_pct  # noqa: E402
+from slogate.slo.gate.histogram import HIGHEST_US, LOWEST_US, LatencyHistogram  # noqa: E402
 
 ROUNDS = 400
 RULES = (("ttft", 120.0, 0.4, 95.0), ("itl", 8.0, 0.3, 99.0))  # metric, median ms, sigma, percentile
@@ -44,7 +44,7 @@ SLOWDOWN = 1.03
 def per_value_interval(
     base: LatencyHistogram, cur: LatencyHistogram, p: float, rounds: int = ROUNDS, seed: int = 0
 ) -> tuple[float, float]:
-    """The old judge's bootstrap (slo/regression.py, bootstrap_change_pct), verbatim but for names."""
+    """The old judge's bootstrap (slo/gate/regression.py, bootstrap_change_pct), verbatim but for names."""
     rng = random.Random(seed)
     samples = []
     prepared = []

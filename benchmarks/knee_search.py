@@ -5,16 +5,20 @@ The fault server's `slots=N` serves at most N streams at once, each holding its 
 ttft_ms + (tokens - 1) x itl_ms, so its capacity is N / that time (`--slots 4 --ttft-ms 100
 --tokens 5 --itl-ms 25`: 20 req/s). Arrivals are constant (no queue below the capacity), the SLO
 is p95 TTFT <= `--target-ms`, a little above the unqueued TTFT, so the knee at the SLO is the
-server's capacity. Three ways to find it, each step `--warmup-s` + `--step-s`:
+server's capacity. Ways to find it, each step `--warmup-s` + at most `--step-s`:
 
-  search        slogate's search (doubling, then bisection to `--precision`), failing steps
-                stopped early by --slo-abort-on-fail;
-  same rates    the rates the search visited, each run to its end (no abort): what the abort saves;
+  search        slogate's search (doubling, then bisection to `--precision`), each step ended as
+                soon as its verdict is certain (--slo-stop-when-decided), failing ones also by
+                --slo-abort-on-fail: `slogate capacity` as it runs by default;
+  no early stop the same search with every step run to its end but for the abort
+                (`slogate capacity --no-early-stop`): what the early stop saves;
+and with `--all` also
+  same rates    the rates the first search visited, each run to its end (no abort, no early stop);
   grid          a plain sweep from `--rate-start` up in steps of `--precision` (x 1.1) until a
                 rate fails, each run to its end: the same resolution without a search.
 
     .venv/bin/python benchmarks/knee_search.py [--slots 4 --ttft-ms 100 --tokens 5 --itl-ms 25] \
-        [--rate-start 6] [--warmup-s 1] [--step-s 4] [--precision 0.1] [--out DIR]
+        [--rate-start 6] [--warmup-s 1] [--step-s 4] [--precision 0.1] [--all] [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ import time
 from pathlib import Path
 
 from slogate.launch import fault_server
-from slogate.launch.capacity import RunStep, SearchSettings, locust_step, search
+from slogate.launch.capacity import locust_step
+from slogate.launch.capacity_report import stop_note
+from slogate.launch.knee import RunStep, SearchSettings, search
 
 
 def sweep(
@@ -58,6 +64,7 @@ def main() -> None:
     ap.add_argument("--precision", type=float, default=0.1)
     ap.add_argument("--warmup-s", type=float, default=1)
     ap.add_argument("--step-s", type=float, default=4)
+    ap.add_argument("--all", action="store_true", help="also the same rates run to their end, and the grid")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
@@ -70,49 +77,65 @@ def main() -> None:
     model = f"slots={args.slots},ttft_ms={args.ttft_ms:g},tokens={args.tokens},itl_ms={args.itl_ms:g}"
     workload = ["--model", model, "--shared-prefix-tokens", "20", "--arrival-process", "constant"]
     proc, url = fault_server.spawn()
-    try:
-
-        def runner(abort: bool) -> RunStep:
-            return locust_step(url, slo_file=slo, warmup_s=args.warmup_s, locust_args=workload, abort_on_fail=abort)
-
-        settings = SearchSettings(args.rate_start, args.precision, args.step_s, max_steps=20)
-        print(f"true capacity {true_rps:g} req/s; search:", flush=True)
-        t0 = time.monotonic()
-        result = search(runner(True), settings, out / "search")
-        search_s = time.monotonic() - t0
-        for s in result.steps:
-            print(f"  {s.rate_rps:g} req/s: {s.verdict}{' (aborted)' if s.aborted else ''}", flush=True)
-
-        print("same rates, run to the end:", flush=True)
-        t0 = time.monotonic()
-        same = sweep(runner(False), [s.rate_rps for s in result.steps], args.step_s, out / "same", False)
-        same_s = time.monotonic() - t0
-
-        print("grid:", flush=True)
-        grid_rates, rate = [], args.rate_start
-        while rate <= 4 * true_rps:
-            grid_rates.append(round(rate, 3))
-            rate *= 1 + args.precision
-        t0 = time.monotonic()
-        grid = sweep(runner(False), grid_rates, args.step_s, out / "grid", True)
-        grid_s = time.monotonic() - t0
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    rows: list[str] = []
 
     def err(knee: float | None) -> str:
         return "-" if knee is None else f"{(knee - true_rps) / true_rps:+.1%}"
 
-    cap = result.capacity_rps
+    try:
+
+        def runner(abort: bool, early: bool) -> RunStep:
+            return locust_step(
+                url, slo_file=slo, warmup_s=args.warmup_s, locust_args=workload, abort_on_fail=abort, early_stop=early
+            )
+
+        settings = SearchSettings(args.rate_start, args.precision, args.step_s, max_steps=20)
+        print(f"true capacity {true_rps:g} req/s", flush=True)
+        searches = {}
+        for name, early in (("search (early stop, abort)", True), ("search, no early stop (abort only)", False)):
+            print(f"{name}:", flush=True)
+            t0 = time.monotonic()
+            result = search(runner(True, early), settings, out / ("search" if early else "search-no-early-stop"))
+            wall = time.monotonic() - t0
+            searches[early] = (result, wall)
+            for s in result.steps:
+                print(f"  {s.rate_rps:g} req/s: {s.verdict}{stop_note(s)} {s.wall_s:.1f} s", flush=True)
+            cap = result.capacity_rps
+            rows.append(
+                f"| {name} | {cap} (first failing {result.first_failing_rps}) | {err(cap)} | {len(result.steps)} | "
+                f"{wall:.1f} |"
+            )
+        if args.all:
+            first = searches[True][0]
+            print("same rates, run to the end:", flush=True)
+            t0 = time.monotonic()
+            same = sweep(runner(False, False), [s.rate_rps for s in first.steps], args.step_s, out / "same", False)
+            rows.append(
+                f"| same rates, run to the end | {knee_of(same)} | {err(knee_of(same))} | {len(same)} | "
+                f"{time.monotonic() - t0:.1f} |"
+            )
+            print("grid:", flush=True)
+            grid_rates, rate = [], args.rate_start
+            while rate <= 4 * true_rps:
+                grid_rates.append(round(rate, 3))
+                rate *= 1 + args.precision
+            t0 = time.monotonic()
+            grid = sweep(runner(False, False), grid_rates, args.step_s, out / "grid", True)
+            rows.append(
+                f"| grid x{1 + args.precision:g} until a fail | {knee_of(grid)} | {err(knee_of(grid))} | {len(grid)} | "
+                f"{time.monotonic() - t0:.1f} |"
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
     print(f"\nfault server `{model}`: true capacity {true_rps:g} req/s; SLO p95 TTFT <= {target:g} ms; "
           f"steps of {args.warmup_s:g} + {args.step_s:g} s; reports in {out}\n")  # fmt: skip
     print("| method | knee found (req/s) | error vs true | steps | wall time (s) |")
     print("|---|---|---|---|---|")
-    print(f"| search (abort on fail) | {cap} (first failing {result.first_failing_rps}) | {err(cap)} | "
-          f"{len(result.steps)} | {search_s:.1f} |")  # fmt: skip
-    print(f"| same rates, no abort | {knee_of(same)} | {err(knee_of(same))} | {len(same)} | {same_s:.1f} |")
-    print(f"| grid x{1 + args.precision:g} until a fail | {knee_of(grid)} | {err(knee_of(grid))} | {len(grid)} | "
-          f"{grid_s:.1f} |")  # fmt: skip
+    print("\n".join(rows))
+    (early, early_s), (_, plain_s) = searches[True], searches[False]
+    print(f"\nwall time with early stops / without: {early_s / plain_s:.2f}")
 
 
 if __name__ == "__main__":

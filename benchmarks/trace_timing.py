@@ -1,6 +1,6 @@
 """Trace replay timing fidelity: how late does slogate send a trace's requests, on one core?
 
-Generates sample traces (locustfiles/trace.py's generator: shared prefixes, multi-turn chains,
+Generates sample traces (locustfiles/load/trace.py's generator: shared prefixes, multi-turn chains,
 Poisson arrivals) at each rate, replays each with the trace locustfile pinned to CPU 0 against the
 fault server pinned to CPU 1 (answers at once, 5 tokens), and prints the send lag (actual send
 minus the trace's scheduled time) p50/p99 from the report's self-check.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from slogate.launch import fault_server
 from slogate.launch.locust_command import locust_argv
-from slogate.locustfiles import trace
+from slogate.locustfiles.load import trace
 
 
 def replay(host: str, path: Path, block_tokens: int, report_dir: Path) -> dict:

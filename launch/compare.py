@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slogate.slo.html_report import percent, write_html
-from slogate.slo.record import ALL, FIRST_TURN, FOLLOW_UP, PREFIX_CLASSES
-from slogate.slo.report import Report
-from slogate.slo.verdict import Outcome
+from slogate.slo.gate.record import ALL, FIRST_TURN, FOLLOW_UP, PREFIX_CLASSES
+from slogate.slo.gate.report import Report
+from slogate.slo.gate.verdict import Outcome
+from slogate.slo.outputs.html import write_html
+from slogate.slo.outputs.html_run import percent
 
 CLASSES = (*PREFIX_CLASSES, FIRST_TURN, FOLLOW_UP, ALL)  # the tags compared; conversation ones where measured
 
@@ -80,7 +81,7 @@ def render_markdown(reports: dict[str, Report]) -> str:
         "the server reported as cached (`usage.prompt_tokens_details.cached_tokens`)."
     )
     for profile, report in reports.items():
-        hit_rate = (report.server or {}).get("prefix_cache_hit_rate")
+        hit_rate = report.server.prefix_cache_hit_rate if report.server is not None else None
         if hit_rate is not None:
             lines.append(f"- {profile}: server prefix-cache hit rate (/metrics) {hit_rate:.3f}")
     for profile, report in reports.items():

@@ -22,9 +22,25 @@ from slogate.launch.installation import (
     slogate_home,
 )
 from slogate.launch.model import make_model
-from slogate.launch.profile import Profile, load_profile
-from slogate.launch.server import ServerProcess
+from slogate.launch.profile import Profile, ProfileError, load_profile
+from slogate.launch.server import ServerProcess, ServerStartError
+from slogate.launch.validate import ProfileInvalid
 from slogate.launch.validate import validate as validate_profiles
+from slogate.slo.gate import exitcodes
+
+# Why a server could not be launched, as exit codes: a bad profile, vLLM missing, a server that
+# did not start (`start_profile` raises each).
+LAUNCH_ERRORS: dict[type[Exception], int] = {
+    ProfileError: exitcodes.USAGE,
+    ProfileInvalid: exitcodes.USAGE,
+    InstallError: exitcodes.SETUP_FAILED,
+    ServerStartError: exitcodes.INCONCLUSIVE,
+}
+
+
+def launch_exit_code(e: Exception) -> int:
+    """The exit code of a launch error (a key of `LAUNCH_ERRORS`)."""
+    return next(code for kind, code in LAUNCH_ERRORS.items() if isinstance(e, kind))
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ print("SLOGATE_PROBE " + json.dumps({"version": version, "flags": flags, "result
 
 
 @dataclass(frozen=True)
-class Judge:
+class VllmParser:
     """The vLLM whose argument parser judged a profile."""
 
     build: str  # "cpu" | "gpu"
@@ -115,11 +115,11 @@ class Judge:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ProfileCheck:
     """One profile's result. `error` (one line) makes it invalid; warnings do not."""
 
     profile: Profile
-    judge: Judge | None  # None: no vLLM parser judged it (none installed, or a seed mistake came first)
+    parser: VllmParser | None  # None: no vLLM parser judged it (none installed, or a seed mistake came first)
     errors: tuple[str, ...] = ()  # one line each; a seed mistake is the only error of its profile
     warnings: tuple[str, ...] = ()
 
@@ -134,14 +134,14 @@ class Verdict:
     @property
     def cross_build(self) -> bool:
         """Judged by the parser of a build the profile is not meant for."""
-        return self.judge is not None and self.profile.build not in ("any", self.judge.build)
+        return self.parser is not None and self.profile.build not in ("any", self.parser.build)
 
     def checked_by(self) -> str:
         """Which rules judged it, for the one-line result."""
-        if self.judge is None:
+        if self.parser is None:
             return "checked by the seed-mistake rules only: no vLLM is installed here, so no vLLM parser judged it"
-        judge, build = self.judge, self.profile.build
-        by = f"checked by the seed-mistake rules and the argument parser of vLLM {judge.version}, {judge.build} build"
+        parser, build = self.parser, self.profile.build
+        by = f"checked by the seed-mistake rules and the argument parser of vLLM {parser.version}, {parser.build} build"
         if self.cross_build:
             by += f", for a {build} profile: a flag or choice only the {build} build has is a warning, not an error"
         return by
@@ -167,13 +167,13 @@ def check_known_mistakes(profile: Profile) -> None:
         raise ProfileInvalid(mistake)
 
 
-def parser_verdicts(vllm: VllmInstall, *profiles: Profile) -> list[Verdict]:
+def parser_checks(vllm: VllmInstall, *profiles: Profile) -> list[ProfileCheck]:
     """Each profile judged by `vllm`'s own parser, in one interpreter start for all of them
     (importing vLLM takes seconds). Raises `InstallError` when that parser cannot be loaded."""
     probe = run_probe(vllm, [["--model", p.model_path, *p.server_args()] for p in profiles])
-    judge = Judge(vllm.build, probe["version"])
+    parser = VllmParser(vllm.build, probe["version"])
     known = set(probe["flags"])
-    return [_verdict(p, judge, r, known) for p, r in zip(profiles, probe["results"], strict=True)]
+    return [_parser_check(p, parser, r, known) for p, r in zip(profiles, probe["results"], strict=True)]
 
 
 def run_probe(vllm: VllmInstall, argvs: list[list[str]]) -> dict:
@@ -188,9 +188,9 @@ def run_probe(vllm: VllmInstall, argvs: list[list[str]]) -> dict:
     return json.loads(line.split(" ", 1)[1])
 
 
-def _verdict(profile: Profile, judge: Judge, result: dict, known: set[str]) -> Verdict:
-    verdict = Verdict(profile, judge)
-    cross, build, where = verdict.cross_build, profile.build, profile.source
+def _parser_check(profile: Profile, parser: VllmParser, result: dict, known: set[str]) -> ProfileCheck:
+    check = ProfileCheck(profile, parser)
+    cross, build, where = check.cross_build, profile.build, profile.source
     errors: list[str] = []
     warnings: list[str] = []
     for flag in result["unknown"]:
@@ -199,45 +199,45 @@ def _verdict(profile: Profile, judge: Judge, result: dict, known: set[str]) -> V
         hint = f"; did you mean {close[0]}?" if close else ""
         if cross:
             warnings.append(
-                f"{where}: field 'args': {name} is not a flag of vLLM {judge.version} ({judge.build} build), "
+                f"{where}: field 'args': {name} is not a flag of vLLM {parser.version} ({parser.build} build), "
                 f"which judged this {build} profile: check it where the {build} build is installed{hint}"
             )
         else:
-            errors.append(f"{where}: field 'args': {name} is not a flag of the installed vLLM {judge.version}{hint}")
+            errors.append(f"{where}: field 'args': {name} is not a flag of the installed vLLM {parser.version}{hint}")
     for _flag, message in result["errors"]:
         if cross and "invalid choice" in message:
             warnings.append(
-                f"{where}: vLLM {judge.version} ({judge.build} build) rejects a choice of this {build} profile, "
+                f"{where}: vLLM {parser.version} ({parser.build} build) rejects a choice of this {build} profile, "
                 f"which the {build} build may accept: {message}"
             )
         else:
-            errors.append(f"{where}: vLLM {judge.version} rejects the arguments: {message}")
-    return Verdict(profile, judge, tuple(errors), tuple(warnings))
+            errors.append(f"{where}: vLLM {parser.version} rejects the arguments: {message}")
+    return ProfileCheck(profile, parser, tuple(errors), tuple(warnings))
 
 
-def judge_profiles(vllm: VllmInstall | None, *profiles: Profile) -> list[Verdict]:
+def check_profiles(vllm: VllmInstall | None, *profiles: Profile) -> list[ProfileCheck]:
     """Every rule that can be checked here: the seed mistakes always, then, where any vLLM is
     installed (`vllm`), its parser for the profiles without a seed mistake (one start for all)."""
     mistakes = [known_mistake(p) for p in profiles]
     clean = [p for p, m in zip(profiles, mistakes, strict=True) if m is None]
-    judged = iter(parser_verdicts(vllm, *clean) if vllm is not None and clean else [])
+    judged = iter(parser_checks(vllm, *clean) if vllm is not None and clean else [])
     return [
-        Verdict(p, None, errors=(m,)) if m is not None else next(judged, Verdict(p, None))
+        ProfileCheck(p, None, errors=(m,)) if m is not None else next(judged, ProfileCheck(p, None))
         for p, m in zip(profiles, mistakes, strict=True)
     ]
 
 
-def vllm_verdicts(vllm: VllmInstall, *profiles: Profile) -> tuple[str, list[str | None]]:
+def vllm_rejections(vllm: VllmInstall, *profiles: Profile) -> tuple[str, list[str | None]]:
     """The installed vLLM's version and, per profile, why its parser rejects that profile's
     arguments (None: accepted; warnings left out)."""
-    verdicts = parser_verdicts(vllm, *profiles)
-    version = verdicts[0].judge.version if verdicts and verdicts[0].judge else ""
-    return version, [v.error for v in verdicts]
+    checks = parser_checks(vllm, *profiles)
+    version = checks[0].parser.version if checks and checks[0].parser else ""
+    return version, [v.error for v in checks]
 
 
 def check_with_vllm(vllm: VllmInstall, *profiles: Profile) -> str:
     """Raise `ProfileInvalid` for the first profile the installed vLLM rejects; returns its version."""
-    version, rejections = vllm_verdicts(vllm, *profiles)
+    version, rejections = vllm_rejections(vllm, *profiles)
     for rejection in rejections:
         if rejection:
             raise ProfileInvalid(rejection)

@@ -6,8 +6,8 @@
 Workload options: `locust -f locustfiles/chat.py --help` (section "Custom options").
 """
 
-import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
-from slogate.locustfiles import options  # noqa: F401  (registers the workload options)
-from slogate.locustfiles.users import ChatStreamUser
+import slogate.slo.plugin  # noqa: F401  (registers the SLO options and the gate)
+from slogate.locustfiles.load import options  # noqa: F401  (registers the workload options)
+from slogate.locustfiles.load.users import ChatStreamUser
 
 __all__ = ["ChatStreamUser"]

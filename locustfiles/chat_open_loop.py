@@ -4,8 +4,8 @@
         --arrival-rate 2 --arrival-process poisson --slo-file slo.yaml     # 8 requests/s in total
 """
 
-import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
-from slogate.locustfiles import options  # noqa: F401  (registers the workload options)
-from slogate.locustfiles.open_loop import OpenLoopChatUser
+import slogate.slo.plugin  # noqa: F401  (registers the SLO options and the gate)
+from slogate.locustfiles.load import options  # noqa: F401  (registers the workload options)
+from slogate.locustfiles.load.open_loop import OpenLoopChatUser
 
 __all__ = ["OpenLoopChatUser"]

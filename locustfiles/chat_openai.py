@@ -5,12 +5,12 @@ locust -f locustfiles/chat_openai.py --host http://127.0.0.1:8011 --headless -u 
 
 from typing import Any
 
-import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
+import slogate.slo.plugin  # noqa: F401  (registers the SLO options and the gate)
 from locust import events
-from slogate.locustfiles import options  # noqa: F401  (registers the workload options)
-from slogate.locustfiles.endpoints import CHAT
-from slogate.locustfiles.users_openai import OpenAIChatUser
-from slogate.slo.locust_plugin import usage_exit
+from slogate.locustfiles.load import options  # noqa: F401  (registers the workload options)
+from slogate.locustfiles.load.endpoints import CHAT
+from slogate.locustfiles.load.users_openai import OpenAIChatUser
+from slogate.slo.plugin.control import usage_exit
 
 __all__ = ["OpenAIChatUser"]
 

@@ -6,8 +6,8 @@
 The run ends when the trace does (no --run-time needed); with --processes N use -u N.
 """
 
-import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options and the gate)
-from slogate.locustfiles import options  # noqa: F401  (registers the workload options)
-from slogate.locustfiles.trace_user import TraceReplayUser
+import slogate.slo.plugin  # noqa: F401  (registers the SLO options and the gate)
+from slogate.locustfiles.load import options  # noqa: F401  (registers the workload options)
+from slogate.locustfiles.load.trace_user import TraceReplayUser
 
 __all__ = ["TraceReplayUser"]

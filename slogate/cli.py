@@ -14,7 +14,6 @@ slogate setup-cpu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -23,23 +22,26 @@ from pathlib import Path
 
 import slogate.slo
 from slogate.launch import capacity, launcher
+from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, PNG_NAME, write_error
 from slogate.launch.compare import run_comparison
-from slogate.launch.installation import InstallError, ensure_cpu_vllm, find_vllm
+from slogate.launch.installation import ensure_cpu_vllm, find_vllm
+from slogate.launch.knee import CapacityInputError, SearchSettings, outcome_exit_code
 from slogate.launch.locust_command import LOCUSTFILE_DIR, LOCUSTFILES, locust_argv, locustfile_path
 from slogate.launch.model import make_model
 from slogate.launch.profile import Profile, ProfileError, load_profile
+from slogate.launch.runner import NoReport, run_profile
 from slogate.launch.server import ServerStartError
-from slogate.launch.validate import ProfileInvalid, Verdict, judge_profiles, validate
-from slogate.slo import exitcodes
-from slogate.slo.baseline import BaselineError, save_baseline
-from slogate.slo.judge import usage_error
-from slogate.slo.publish import AlertSettings
-from slogate.slo.render import write_reports
-from slogate.slo.report import Report
-from slogate.slo.saved import judge_file
-from slogate.slo.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NotifyPolicyError, parse_notify
-from slogate.slo.spec import SloSpecError, load_spec
-from slogate.slo.vllm_export import EXPORT_FORMATS, ExportError, parse_exports
+from slogate.launch.validate import ProfileCheck, check_profiles, validate
+from slogate.slo.gate import exitcodes
+from slogate.slo.gate.baseline import BaselineError, save_baseline
+from slogate.slo.gate.judge import usage_error
+from slogate.slo.gate.report import Report
+from slogate.slo.gate.spec import SloSpecError, load_spec
+from slogate.slo.outputs.publish import AlertSettings
+from slogate.slo.outputs.render import write_reports
+from slogate.slo.outputs.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NotifyPolicyError, parse_notify
+from slogate.slo.outputs.vllm_export import EXPORT_FORMATS, ExportError, parse_exports
+from slogate.slo.rejudge import judge_file
 
 DEMO_CONF = LOCUSTFILE_DIR / "demo.conf"
 DEMO_SLO = Path(slogate.slo.__file__).parent / "defaults" / "demo.yaml"
@@ -67,33 +69,21 @@ def cmd_locustfile(args: argparse.Namespace) -> int:
     return 0
 
 
-# Why a server could not be launched, as exit codes: a bad profile, vLLM missing, a server that
-# did not start (its log's tail goes to stderr first).
-LAUNCH_ERRORS: dict[type[Exception], int] = {
-    ProfileError: exitcodes.USAGE,
-    ProfileInvalid: exitcodes.USAGE,
-    InstallError: exitcodes.SETUP_FAILED,
-    ServerStartError: exitcodes.INCONCLUSIVE,
-}
-
-
-def _launch_exit_code(e: Exception) -> int:
-    return next(code for kind, code in LAUNCH_ERRORS.items() if isinstance(e, kind))
-
-
 def _report_launch_error(e: Exception) -> int:
     """The exit code of a launch error, after the server log's tail (where it has one) on stderr."""
     if isinstance(e, ServerStartError) and e.log_tail:
         print(e.log_tail, file=sys.stderr)
-    return _launch_exit_code(e)
+    return launcher.launch_exit_code(e)
 
 
 def _guarded(run) -> int:  # type: ignore[no-untyped-def]
     """Run `run()` turning known failures into one-line errors and distinct exit codes."""
     try:
         return run()
-    except tuple(LAUNCH_ERRORS) as e:
+    except tuple(launcher.LAUNCH_ERRORS) as e:
         return _fail(str(e), _report_launch_error(e))
+    except NoReport as e:
+        return _fail(str(e), exitcodes.INCONCLUSIVE)
 
 
 def _sigterm_as_interrupt() -> None:
@@ -108,8 +98,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         if args.dry_run:
             profile = load_profile(args.profile)
             found = find_vllm()
-            (verdict,) = judge_profiles(found, profile)
-            if not _told(verdict):
+            (check,) = check_profiles(found, profile)
+            if not _told(check):
                 return exitcodes.USAGE
             vllm, note = launcher.command_vllm(profile, found)
             print(launcher.plan(profile, vllm, args.host, args.port).shell(), flush=True)
@@ -134,16 +124,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return _guarded(run)
 
 
-def _told(verdict: Verdict, to_stdout: bool = False) -> bool:
-    """Say a verdict: its warnings, then its error or which rules found it valid (on stdout for
+def _told(check: ProfileCheck, to_stdout: bool = False) -> bool:
+    """Say a profile check: its warnings, then its error or which rules found it valid (on stdout for
     `validate`, whose result it is; on stderr for a dry run, whose stdout is the command)."""
-    for warning in verdict.warnings:
+    for warning in check.warnings:
         _say(f"warning: {warning}")
-    for error in verdict.errors:
+    for error in check.errors:
         _fail(error, exitcodes.USAGE)
-    if verdict.errors:
+    if check.errors:
         return False
-    valid = f"{verdict.profile.name}: valid; {verdict.checked_by()}"
+    valid = f"{check.profile.name}: valid; {check.checked_by()}"
     if to_stdout:
         print(valid, flush=True)
     else:
@@ -164,8 +154,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             except ProfileError as e:
                 _fail(str(e), exitcodes.USAGE)
                 ok = False
-        for verdict in judge_profiles(find_vllm(), *profiles):
-            ok = _told(verdict, to_stdout=True) and ok
+        for check in check_profiles(find_vllm(), *profiles):
+            ok = _told(check, to_stdout=True) and ok
         return 0 if ok else exitcodes.USAGE
 
     return _guarded(run)
@@ -203,19 +193,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         out = Path(args.out)
 
         def run_one(name: str, report_dir: Path) -> Report:
-            profile = next(p for p in profiles if p.name == name)
-            server = launcher.start_profile(
-                profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
-            ).server  # every profile was validated above, with one start of vLLM's parser
-            try:
-                extra = ["--run-time", args.run_time, *args.locust_args]
-                subprocess.call(
-                    locust_argv(server.url, config=config, slo_file=args.slo_file, report_dir=report_dir, extra=extra)
-                )
-            finally:
-                server.stop()
-            path = report_dir / "slo-report.json"
-            return Report.from_json(json.loads(path.read_text()), str(path))
+            profile = next(p for p in profiles if p.name == name)  # validated above, one start of vLLM's parser
+            extra = ["--run-time", args.run_time, *args.locust_args]
+            return run_profile(
+                profile, args.port, report_dir, config=config, slo_file=args.slo_file, extra=extra, on_progress=_say
+            )
 
         paths = run_comparison([p.name for p in profiles], out, run_one)
         assert paths["markdown"] is not None
@@ -226,23 +208,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return _guarded(run)
 
 
-def _capacity_settings(args: argparse.Namespace) -> capacity.SearchSettings:
+def _capacity_settings(args: argparse.Namespace) -> SearchSettings:
     """The search's settings from the options; CapacityInputError (one line) for bad ones."""
     if bool(args.host) == bool(args.profile):
-        raise capacity.CapacityInputError("give either --host URL or --profile P (repeatable), not both or neither")
+        raise CapacityInputError("give either --host URL or --profile P (repeatable), not both or neither")
     if not args.slo_file:
-        raise capacity.CapacityInputError("--slo-file: required (the SLOs define the capacity)")
+        raise CapacityInputError("--slo-file: required (the SLOs define the capacity)")
     if args.min_capacity is not None and not args.min_capacity > 0:
-        raise capacity.CapacityInputError(f"--min-capacity: must be a rate > 0 requests/s, got {args.min_capacity:g}")
+        raise CapacityInputError(f"--min-capacity: must be a rate > 0 requests/s, got {args.min_capacity:g}")
     if not args.warmup_s >= 0:
-        raise capacity.CapacityInputError(f"--warmup-s: must be >= 0, got {args.warmup_s:g}")
+        raise CapacityInputError(f"--warmup-s: must be >= 0, got {args.warmup_s:g}")
     try:
         load_spec(args.slo_file)
     except SloSpecError as e:
-        raise capacity.CapacityInputError(str(e)) from None
-    settings = capacity.SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps)
+        raise CapacityInputError(str(e)) from None
+    settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps)
     settings.check()
     return settings
+
+
+def _show(text: str) -> None:
+    print(text, flush=True)
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
@@ -250,76 +236,35 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         settings = _capacity_settings(args)
-    except capacity.CapacityInputError as e:
-        capacity.write_error(out, e)
+    except CapacityInputError as e:
+        write_error(out, e)
         return _fail(str(e), exitcodes.USAGE)
-    config = args.config or DEMO_CONF
-
-    def search(name: str, url: str, out_dir: Path) -> capacity.CapacityResult:
-        """One search, its files written as soon as it ends (a later profile's failure loses nothing)."""
-        step = capacity.locust_step(
-            url, slo_file=args.slo_file, warmup_s=args.warmup_s, config=config, locust_args=args.locust_args
-        )
-        try:
-            result = capacity.search(step, settings, out_dir, on_step=lambda s: _say(capacity.step_line(s)))
-        except capacity.CapacityInputError as e:
-            capacity.write_error(out_dir, e, args.min_capacity)
-            raise
-        paths = capacity.write_capacity(result, out_dir, name, args.min_capacity)
-        assert paths["markdown"] is not None
-        print(paths["markdown"].read_text(), flush=True)
-        return result
-
-    def search_profile(profile: Profile) -> tuple[capacity.ProfileOutcome, bool]:
-        """One profile launched and searched; a failure is that profile's outcome, not the run's
-        end. True with it when the search refused the options themselves: every profile would."""
-        try:
-            server = launcher.start_profile(
-                profile, "127.0.0.1", args.port, install=True, validate=False, on_progress=_say
-            ).server
-        except tuple(LAUNCH_ERRORS) as e:
-            failed = capacity.CapacityInputError(f"the server did not start: {e}", _report_launch_error(e))
-            capacity.write_error(out / profile.name, failed)
-            _say(f"{profile.name}: {failed}")
-            return failed, False
-        try:
-            return search(profile.name, server.url, out / profile.name), False
-        except capacity.CapacityInputError as e:
-            _say(f"{profile.name}: {e}")
-            return e, e.exit_code == exitcodes.USAGE
-        finally:
-            server.stop()
+    options = capacity.StepOptions(
+        args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, early_stop=args.early_stop
+    )
 
     def run() -> int:
         if args.host:
-            result = search("", args.host, out)
-            _say(f"capacity in {out}/ ({capacity.JSON_NAME}, {capacity.MARKDOWN_NAME}, {capacity.PNG_NAME})")
+            result = capacity.search_target("", args.host, out, settings, options, args.min_capacity, _say, _show)
+            _say(f"capacity in {out}/ ({JSON_NAME}, {MARKDOWN_NAME}, {PNG_NAME})")
             return result.exit_code(args.min_capacity)
         try:
             profiles = [load_profile(name) for name in args.profile]
             vllm = launcher.locate_vllm(profiles[0], install=True)
             _say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
-        except tuple(LAUNCH_ERRORS) as e:  # before any profile runs: capacity.json says why
-            capacity.write_error(out, capacity.CapacityInputError(str(e), _launch_exit_code(e)))
+        except tuple(launcher.LAUNCH_ERRORS) as e:  # before any profile runs: capacity.json says why
+            write_error(out, CapacityInputError(str(e), launcher.launch_exit_code(e)))
             raise
-        outcomes: dict[str, capacity.ProfileOutcome] = {}
-        refused_by: str | None = None
-        for profile in profiles:
-            if refused_by is not None:
-                outcomes[profile.name] = capacity.CapacityInputError(
-                    f"not run: the search refused the options on {refused_by}", exitcodes.USAGE
-                )
-                continue
-            outcomes[profile.name], options_refused = search_profile(profile)
-            refused_by = profile.name if options_refused else None
-        print(capacity.write_summary(outcomes, out, args.min_capacity).read_text(), flush=True)
-        _say(f"capacity in {out}/ ({capacity.JSON_NAME}, {capacity.MARKDOWN_NAME}, one folder per profile)")
-        return capacity.overall_exit_code(outcomes, args.min_capacity)
+        code = capacity.search_profiles(
+            profiles, args.port, out, settings, options, args.min_capacity, _say, _show, _report_launch_error
+        )
+        _say(f"capacity in {out}/ ({JSON_NAME}, {MARKDOWN_NAME}, one folder per profile)")
+        return code
 
     try:
         return _guarded(run)
-    except capacity.CapacityInputError as e:  # --host: written in --out
-        code = capacity.outcome_exit_code(e, args.min_capacity)
+    except CapacityInputError as e:  # --host: written in --out
+        code = outcome_exit_code(e, args.min_capacity)
         proven = {exitcodes.PASS: "at least", exitcodes.FAIL: "below"}.get(code) if code != e.exit_code else None
         return _fail(f"{e}; the steps before it put the capacity {proven} --min-capacity" if proven else str(e), code)
 
@@ -430,6 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-s", type=float, default=30.0, help="seconds measured per step (default 30)")
     p.add_argument("--max-steps", type=int, default=12, help="steps at most (default 12)")
     p.add_argument("--min-capacity", type=float, help="exit 1 when the capacity is below this rate (req/s)")
+    p.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="run every step for its whole --step-s (default: a step ends as soon as its verdict is certain)",
+    )
     p.add_argument("--out", default="slogate-capacity")
     p.add_argument("--port", type=int, default=8011, help="port for launched profiles")
     p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")

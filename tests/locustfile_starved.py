@@ -5,10 +5,10 @@ not (the kernel's receive stamps keep it out, tests/test_users.py)."""
 
 import time
 
-import slogate.slo.locust_plugin  # noqa: F401
+import slogate.slo.plugin  # noqa: F401
 from locust import User, constant, task
-from slogate.locustfiles import options  # noqa: F401
-from slogate.locustfiles.open_loop import OpenLoopChatUser
+from slogate.locustfiles.load import options  # noqa: F401
+from slogate.locustfiles.load.open_loop import OpenLoopChatUser
 
 __all__ = ["CpuHog", "OpenLoopChatUser"]
 

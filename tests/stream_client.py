@@ -2,7 +2,7 @@
 `SseParser`, its event applier, the `StreamTimer`) over a plain `http.client` connection: the
 endpoint tests run every endpoint this way, independently of the Locust users' wiring.
 
-Failures map onto the same `ErrorKind`s as the users' (locustfiles/users.py).
+Failures map onto the same `ErrorKind`s as the users' (locustfiles/load/users.py).
 """
 
 from __future__ import annotations
@@ -12,10 +12,16 @@ import json
 import time
 from urllib.parse import urlsplit
 
-from slogate.locustfiles.endpoints import Endpoint, Messages
-from slogate.locustfiles.sse import SHAPE_ERRORS, SseParser, StreamErrorEvent, StreamProtocolError, unexpected_shape
-from slogate.locustfiles.timer import StreamTimer
-from slogate.slo.record import ErrorKind, RequestRecord, http_error_kind
+from slogate.locustfiles.load.endpoints import Endpoint, Messages
+from slogate.locustfiles.load.sse import (
+    SHAPE_ERRORS,
+    SseParser,
+    StreamErrorEvent,
+    StreamProtocolError,
+    unexpected_shape,
+)
+from slogate.locustfiles.load.timer import StreamTimer
+from slogate.slo.gate.record import ErrorKind, RequestRecord, http_error_kind
 
 
 def stream(

@@ -6,13 +6,12 @@ import math
 from pathlib import Path
 
 import pytest
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import RequestRecord
-from slogate.slo.report import Report, RunInfo
-from slogate.slo.saved import judge_file
-from slogate.slo.spec import parse_spec
-from slogate.slo.window import (
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import RequestRecord
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.spec import parse_spec
+from slogate.slo.gate.window import (
     ABORT_CONFIDENCE,
     first_breach,
     lower_bound_rank,
@@ -20,6 +19,7 @@ from slogate.slo.window import (
     unwindowed_note,
     windowed_objectives,
 )
+from slogate.slo.rejudge import judge_file
 
 SPEC = parse_spec(
     {"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}], "min_samples": 20}
@@ -89,7 +89,7 @@ def test_an_aborted_run_fails_and_says_when_and_why() -> None:
     store = store_with([400.0] * 60)
     breach = first_breach(SPEC, store.intervals, NOW, NOW - 25, 30)
     assert breach is not None
-    report = judge(SPEC, store, RunInfo(aborted=breach.to_json()))
+    report = judge(SPEC, store, RunInfo(aborted=breach))
     assert report.verdict == "fail" and report.exit_code == 1
     assert report.reasons[0].startswith("aborted after 25 s")
     assert report.to_json()["run"]["aborted"]["objective"] == "ttft-p95"
@@ -103,7 +103,7 @@ def test_judging_a_saved_aborted_report_again_still_fails(tmp_path: Path) -> Non
     passing = store_with([100.0] * 60)
     assert judge(SPEC, passing, RunInfo()).exit_code == 0
     saved = tmp_path / "slo-report.json"
-    saved.write_text(json.dumps(judge(SPEC, passing, RunInfo(aborted=breach.to_json())).to_json()))
+    saved.write_text(json.dumps(judge(SPEC, passing, RunInfo(aborted=breach)).to_json()))
     slo = tmp_path / "slo.yaml"
     slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 20\n")
     assert judge_file(str(saved), str(slo), str(tmp_path / "again")) == 1

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from slack_sdk.models.blocks import Block
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import RequestRecord
-from slogate.slo.regression import Baseline, BaselineMismatch, RegressionRule, check_compatible, compare
-from slogate.slo.report import Report, RunInfo
-from slogate.slo.slack import (
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import RequestRecord
+from slogate.slo.gate.regression import Baseline, BaselineMismatch, RegressionRule, check_compatible, compare
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.spec import parse_spec
+from slogate.slo.outputs.slack import (
     HEADER_CHARS,
     MAX_BLOCKS,
     SECTION_CHARS,
@@ -25,7 +26,6 @@ from slogate.slo.slack import (
     parse_notify,
     reasons_to_notify,
 )
-from slogate.slo.spec import parse_spec
 
 STUB = Path(__file__).parent / "slack_stub.py"
 WEBHOOK_SECRET = "T0SECRET/B0SECRET/xyzWebhookSecret123"

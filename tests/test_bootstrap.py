@@ -4,8 +4,8 @@ import random
 
 import numpy as np
 import pytest
-from slogate.slo.bootstrap import change_interval_pct, histogram_arrays, resampled_percentiles_ms
-from slogate.slo.histogram import LatencyHistogram, nearest_rank
+from slogate.slo.gate.bootstrap import change_interval_pct, histogram_arrays, resampled_percentiles_ms
+from slogate.slo.gate.histogram import LatencyHistogram, nearest_rank
 
 
 def lognormal_histogram(n: int, median_ms: float, sigma: float = 0.5, seed: int = 0, scale: float = 1.0):
@@ -113,7 +113,7 @@ def test_chunked_rounds_match_unchunked(monkeypatch: pytest.MonkeyPatch) -> None
     for row in rng.multinomial(int(counts.sum()), counts / counts.sum(), size=50).cumsum(axis=1):
         by_row.append(values[np.searchsorted(row, rank)])
     assert whole.tolist() == by_row
-    monkeypatch.setattr("slogate.slo.bootstrap.MATRIX_ELEMENTS", len(counts) * 7)  # chunks of 7 rounds
+    monkeypatch.setattr("slogate.slo.gate.bootstrap.MATRIX_ELEMENTS", len(counts) * 7)  # chunks of 7 rounds
     low, high = change_interval_pct(base, cur, 99, rounds=100)
     assert low < high
 

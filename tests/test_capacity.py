@@ -6,26 +6,26 @@ import sys
 from pathlib import Path
 
 import pytest
-from slogate.launch.capacity import (
+from slogate.launch import runner
+from slogate.launch.capacity_report import write_capacity, write_error, write_summary
+from slogate.launch.installation import InstallError
+from slogate.launch.knee import (
     CapacityInputError,
     RunStep,
     SearchSettings,
     outcome_exit_code,
     overall_exit_code,
-    read_report,
     search,
-    write_capacity,
-    write_error,
-    write_summary,
 )
-from slogate.launch.installation import InstallError
+from slogate.launch.runner import read_report
 from slogate.launch.server import ServerStartError
-from slogate.slo import exitcodes
-from slogate.slo.judge import judge, usage_error
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import RequestRecord
-from slogate.slo.report import Report, RunInfo
-from slogate.slo.spec import parse_spec
+from slogate.slo.gate import exitcodes
+from slogate.slo.gate.facts import DECIDED, RunStop
+from slogate.slo.gate.judge import judge, usage_error
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import RequestRecord
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.spec import parse_spec
 
 import slogate.cli as cli
 from slogate.cli import main
@@ -344,3 +344,29 @@ def test_finds_the_fault_servers_known_knee_and_gates_on_it(own_fault_server, tm
     assert proc.returncode == exitcodes.FAIL  # 25 req/s asked: not met
     assert any(s["aborted"] for s in data["steps"] if s["verdict"] == "fail")
     assert (out / "capacity.md").exists() and (out / "step-01-6rps" / "slo-report.json").exists()
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["default", "no-early-stop"])
+def test_steps_end_when_decided_unless_no_early_stop(
+    early: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`slogate capacity` runs each step with --slo-stop-when-decided; `--no-early-stop` runs it
+    to its end. A step ended early says when, in capacity.md and its line."""
+    sent: list[list[str]] = []
+
+    def run_locust(host: str, report_dir: Path, **kw: object) -> Report:
+        extra = list(kw["extra"])  # type: ignore[call-overload]
+        sent.append(extra)
+        report = report_at(100 if float(extra[extra.index("--arrival-rate") + 1]) <= 20 else 400)
+        if "--slo-stop-when-decided" in extra:
+            report.run.stopped = RunStop(DECIDED, 3.0, 35.0, "pass", 0.99)
+        return report
+
+    monkeypatch.setattr(runner, "run_locust", run_locust)
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
+    out = tmp_path / "out"
+    argv = ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(out), "--rate-start", "5"]
+    assert main([*argv, *([] if early else ["--no-early-stop"])]) == exitcodes.PASS
+    assert all(("--slo-stop-when-decided" in extra) == early for extra in sent) and sent
+    assert ("(decided at 3 s)" in (out / "capacity.md").read_text()) == early

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from slogate.launch.compare import comparison_rows, write_comparison
 from slogate.launch.server import free_port
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import RequestRecord
-from slogate.slo.report import Report, RunInfo
-from slogate.slo.spec import parse_spec
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import RequestRecord
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.spec import parse_spec
 
 SPEC = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200, "class": "shared"}]})
 

@@ -8,18 +8,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slogate.locustfiles.datasets import SAMPLE_CHAT
-from slogate.locustfiles.workload import Workload, WorkloadConfig, parse_range
-from slogate.slo import web_ui
-from slogate.slo.html_report import render_html
-from slogate.slo.judge import UnknownClass, check_classes
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ALL, FIRST_TURN, FOLLOW_UP, RequestRecord, conversation_tag_names
-from slogate.slo.render import render_markdown
-from slogate.slo.report import Report, RunInfo
-from slogate.slo.saved import judge_file, load_result
-from slogate.slo.spec import load_spec
-from slogate.slo.verdict import Verdict
+from slogate.locustfiles.load.datasets import SAMPLE_CHAT
+from slogate.locustfiles.load.workload import Workload, WorkloadConfig, parse_range
+from slogate.slo.gate.judge import UnknownClass, check_classes
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ALL, FIRST_TURN, FOLLOW_UP, RequestRecord, conversation_tag_names
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.saved import load_result
+from slogate.slo.gate.spec import load_spec
+from slogate.slo.gate.verdict import Verdict
+from slogate.slo.outputs.html import render_html
+from slogate.slo.outputs.render import render_markdown
+from slogate.slo.plugin import web_ui
+from slogate.slo.rejudge import judge_file
 
 from tests import conversation_server
 from tests.test_users import USERS, Harness

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
-from slogate.slo import target
-from slogate.slo.server_metrics import Scraper
+from slogate.slo.plugin import target
+from slogate.slo.plugin.scraper import Scraper
 
 ROOT = Path(__file__).resolve().parent.parent
 USER, PASSWORD = "user", "S3cret:Pass"  # the ':' travels percent-encoded in the URL

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from slogate.locustfiles.datasets import (
+from slogate.locustfiles.load.datasets import (
     DEFAULT_MAX_TOKENS,
     SAMPLE_CHAT,
     SAMPLE_SHAREGPT,

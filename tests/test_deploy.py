@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import slogate.locustfiles.options
-import slogate.slo.locust_plugin  # noqa: F401  (registers the SLO options)
+import slogate.locustfiles.load.options
+import slogate.slo.plugin  # noqa: F401  (registers the SLO options)
 import yaml
 from locust.argument_parser import get_parser
 

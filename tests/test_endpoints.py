@@ -9,9 +9,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from slogate.locustfiles.endpoints import CHAT, COMPLETIONS, ENDPOINTS, RESPONSES, Endpoint, completion_prompt
-from slogate.locustfiles.sse import SseParser
-from slogate.locustfiles.timer import StreamTimer
+from slogate.locustfiles.load.endpoints import CHAT, COMPLETIONS, ENDPOINTS, RESPONSES, Endpoint, completion_prompt
+from slogate.locustfiles.load.sse import SseParser
+from slogate.locustfiles.load.timer import StreamTimer
 
 from tests.stream_client import stream
 
@@ -48,7 +48,7 @@ def test_completions_body_carries_the_conversation_as_text() -> None:
 def test_every_dataset_role_and_content_parts_have_a_completions_prompt() -> None:
     """A dataset may use every chat role and content given as parts: the text prompt labels each role
     and keeps the text parts (it used to stop the run's requests with a KeyError)."""
-    from slogate.locustfiles.datasets import ROLES
+    from slogate.locustfiles.load.datasets import ROLES
 
     parts = [
         {"type": "text", "text": "look "},

@@ -9,13 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ErrorKind, RequestRecord
-from slogate.slo.render import write_reports
-from slogate.slo.report import RunInfo
-from slogate.slo.spec import goodput_targets, parse_spec
-from slogate.slo.vllm_export import ExportError, vllm_bench_result, write_export
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ErrorKind, RequestRecord
+from slogate.slo.gate.report import RunInfo
+from slogate.slo.gate.spec import goodput_targets, parse_spec
+from slogate.slo.outputs.render import write_reports
+from slogate.slo.outputs.vllm_export import ExportError, vllm_bench_result, write_export
 
 # vLLM 0.32 serve.py: the keys `main` sets on result_json, the BenchmarkMetrics result dict, and the
 # templates of process_one_metric (mean/median/std/p<N> of ttft, tpot, itl, e2el).

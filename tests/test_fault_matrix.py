@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from slogate.launch import fault_server as fault
-from slogate.locustfiles.endpoints import ENDPOINTS
-from slogate.slo.record import ErrorKind
+from slogate.locustfiles.load.endpoints import ENDPOINTS
+from slogate.slo.gate.record import ErrorKind
 
 from tests.stream_client import stream
 

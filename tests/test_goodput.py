@@ -5,15 +5,15 @@ import json
 from pathlib import Path
 
 import pytest
-from slogate.slo.evaluate import evaluate
-from slogate.slo.html_report import render_html
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ALL, ErrorKind, RequestRecord
-from slogate.slo.render import render_markdown, write_reports
-from slogate.slo.report import Report, RunInfo
-from slogate.slo.self_check import Saturation
-from slogate.slo.spec import GOODPUT_LIMITS, SloSpecError, goodput_targets, parse_spec
+from slogate.slo.gate.evaluate import evaluate
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ALL, ErrorKind, RequestRecord
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.self_check import Saturation
+from slogate.slo.gate.spec import GOODPUT_LIMITS, SloSpecError, goodput_targets, parse_spec
+from slogate.slo.outputs.html import render_html
+from slogate.slo.outputs.render import render_markdown, write_reports
 
 
 def spec(*objectives: dict, min_samples: int = 10):
@@ -204,7 +204,7 @@ def test_a_live_run_counts_good_requests_against_the_goodput_limits(
 
 @pytest.mark.parametrize("field", sorted(GOODPUT_LIMITS))
 def test_each_goodput_field_limits_its_own_metric(field: str) -> None:
-    # One definition (slo/metrics.py GOODPUT_METRICS): each field the SLO file takes counts a request
+    # One definition (slo/gate/metrics.py GOODPUT_METRICS): each field the SLO file takes counts a request
     # over that limit, and only that one, as not good.
     s = parse_spec({"slos": [{"metric": "goodput", "min": 0.5, field: 150}]})
     metric = GOODPUT_LIMITS[field]

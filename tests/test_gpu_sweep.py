@@ -6,11 +6,11 @@ import importlib.util
 import time
 from pathlib import Path
 
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import RequestRecord
-from slogate.slo.report import Report, RunInfo
-from slogate.slo.spec import parse_spec
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import RequestRecord
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("gpu_sweep", ROOT / "benchmarks" / "gpu" / "sweep.py")

@@ -81,9 +81,9 @@ def test_an_unreachable_target_stops_the_run_inconclusive(locust_run, tmp_path: 
 
 
 def test_a_target_that_refuses_every_request_is_given_up_after_the_limit() -> None:
-    from slogate.slo.locust_plugin import unreachable_reason
-    from slogate.slo.metrics import ClassMetrics
-    from slogate.slo.record import ErrorKind, RequestRecord
+    from slogate.slo.gate.metrics import ClassMetrics
+    from slogate.slo.gate.record import ErrorKind, RequestRecord
+    from slogate.slo.plugin.watchers import unreachable_reason
 
     total = ClassMetrics()
     for kind in (ErrorKind.CONNECT, ErrorKind.TIMEOUT, ErrorKind.HTTP_5XX):

@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from slogate.slo.histogram import LatencyHistogram, _equivalent_range_us, nearest_rank
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ErrorKind, RequestRecord
+from slogate.slo.gate.histogram import LatencyHistogram, _equivalent_range_us, nearest_rank
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ErrorKind, RequestRecord
 
 
 def true_percentile(values: list[float], p: float) -> float:

@@ -15,14 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from slogate.slo.html_report import CSP, HTML_NAME, render_html, write_html
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ErrorKind, RequestRecord, conversation_tags
-from slogate.slo.render import render_markdown, write_reports
-from slogate.slo.report import Report, RunInfo, utc_iso
-from slogate.slo.server_metrics import ServerMetrics
-from slogate.slo.spec import goodput_targets, parse_spec
+from slogate.slo.gate.facts import utc_iso
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ErrorKind, RequestRecord, conversation_tags
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.server_figures import ServerFigures, ServerMetrics
+from slogate.slo.gate.spec import goodput_targets, parse_spec
+from slogate.slo.outputs.html import CSP, HTML_NAME, render_html, write_html
+from slogate.slo.outputs.render import render_markdown, write_reports
 
 from tests.conftest import ROOT
 
@@ -138,7 +139,7 @@ def test_several_reports_make_one_comparison_page(tmp_path: Path) -> None:
 
 
 def test_a_report_without_measurements_still_renders(tmp_path: Path) -> None:
-    from slogate.slo.judge import usage_error
+    from slogate.slo.gate.judge import usage_error
 
     paths = write_reports(usage_error("slo.yaml: slos[0]: field 'max_ms': required"), tmp_path)
     html = paths["html"].read_text()
@@ -248,7 +249,8 @@ def trace_report(trace: dict | None, server: dict | None) -> Report:
     store = MetricsStore()
     for i in range(10):
         store.add(RequestRecord("shared", T0 + i, e2e_us=90_000, ttft_us=50_000, prompt_tokens=100))
-    return judge(SPEC, store, RunInfo(workload={"trace": trace} if trace else {}), server)
+    figures = ServerFigures.from_json(server) if server is not None else None
+    return judge(SPEC, store, RunInfo(workload={"trace": trace} if trace else {}), figures)
 
 
 def test_a_trace_replays_implied_hit_rate_is_shown_next_to_the_servers(tmp_path: Path) -> None:

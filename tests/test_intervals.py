@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
-from slogate.slo.histogram import HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS, LatencyHistogram
-from slogate.slo.hlog import HLOG_NAME, render_hlog, write_hlog
-from slogate.slo.intervals import INTERVAL_METRICS, LIVE_INTERVALS, IntervalSeries, _pack, _unpack, record_many_us
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ALL, ErrorKind, RequestRecord
-from slogate.slo.render import write_reports
-from slogate.slo.report import Report, RunInfo
-from slogate.slo.saved import judge_file
-from slogate.slo.server_metrics import ServerMetrics
-from slogate.slo.spec import parse_spec
+from slogate.slo.gate.histogram import HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS, LatencyHistogram, record_many_us
+from slogate.slo.gate.intervals import INTERVAL_METRICS, LIVE_INTERVALS, IntervalSeries, pack_figures, unpack_figures
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ALL, ErrorKind, RequestRecord
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.server_figures import ServerMetrics
+from slogate.slo.gate.spec import parse_spec
+from slogate.slo.outputs.hlog import HLOG_NAME, render_hlog, write_hlog
+from slogate.slo.outputs.render import write_reports
+from slogate.slo.rejudge import judge_file
 
 T0 = 1_764_662_400.25  # a run start that is not on an interval boundary
 
@@ -131,8 +131,8 @@ def test_packed_figures_unpack_to_the_same_figures_with_absent_classes_absent() 
         "itl": {ALL: (4, [0.125, 0.5, 0.5]), "shared": (4, [0.125, 0.5, 0.5])},  # unique: no ITL
         "e2e": {ALL: (0, None)},  # no E2E at all
     }
-    assert _unpack(_pack(figures)) == figures
-    counts = [count for metric in _unpack(_pack(figures)).values() for count, _ in metric.values()]
+    assert unpack_figures(pack_figures(figures)) == figures
+    counts = [count for metric in unpack_figures(pack_figures(figures)).values() for count, _ in metric.values()]
     assert all(type(c) is int for c in counts)
 
 
@@ -272,7 +272,7 @@ def test_server_scrapes_are_kept_as_a_time_series() -> None:
             },
             at=1000.0 + 2 * i,
         )
-    s = m.summary()["series"]
+    s = m.summary().series
     assert s["t"] == [1000.0, 1002.0, 1004.0, 1006.0, 1008.0]
     assert s["kv_cache_usage"][2] == 0.2 and s["num_requests_waiting"][4] == 4.0
     assert s["prefix_cache_hit_rate"] == [None, 0.3, 0.3, 0.3, None]  # no query between the last two

@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from slogate.slo import exitcodes
-from slogate.slo.judge import judge
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import RequestRecord
-from slogate.slo.render import write_reports
-from slogate.slo.report import RunInfo
-from slogate.slo.saved import judge_file
-from slogate.slo.spec import load_spec
+from slogate.slo.gate import exitcodes
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import RequestRecord
+from slogate.slo.gate.report import RunInfo
+from slogate.slo.gate.spec import load_spec
+from slogate.slo.outputs.render import write_reports
+from slogate.slo.rejudge import judge_file
 
 from slogate.cli import main
 

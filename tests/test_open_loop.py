@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from slogate.launch.locust_command import LOCUSTFILE_DIR
-from slogate.locustfiles.arrivals import arrival_gaps
-from slogate.slo.evaluate import evaluate
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ErrorKind, RequestRecord
-from slogate.slo.self_check import Saturation
-from slogate.slo.spec import parse_spec
+from slogate.locustfiles.load.arrivals import arrival_gaps
+from slogate.slo.gate.evaluate import evaluate
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ErrorKind, RequestRecord
+from slogate.slo.gate.self_check import Saturation
+from slogate.slo.gate.spec import parse_spec
 
 
 @pytest.mark.parametrize(
@@ -132,7 +132,7 @@ def test_a_starved_generator_is_inconclusive_not_a_server_failure(fault_server, 
 
 
 def test_stages_parse_into_cumulative_ends() -> None:
-    from slogate.locustfiles.stages import parse_stages
+    from slogate.locustfiles.load.stages import parse_stages
 
     assert parse_stages("2s:1, 3s:4,1m:0") == [(2, 1), (5, 4), (65, 0)]
     for bad in ("", "2s", "x:1", "2s:-1"):

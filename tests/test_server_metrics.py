@@ -1,12 +1,12 @@
 """Parsing vLLM's /metrics and turning two scrapes into the report's server figures."""
 
 import pytest
-from slogate.slo.evaluate import evaluate
-from slogate.slo.judge import with_ttft_gap
-from slogate.slo.metrics import MetricsStore
-from slogate.slo.record import ErrorKind, RequestRecord
-from slogate.slo.server_metrics import ServerMetrics, parse
-from slogate.slo.spec import parse_spec
+from slogate.slo.gate.evaluate import evaluate
+from slogate.slo.gate.judge import with_ttft_gap
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ErrorKind, RequestRecord
+from slogate.slo.gate.server_figures import ServerFigures, ServerMetrics, ServerTtft, parse
+from slogate.slo.gate.spec import parse_spec
 
 
 def exposition(queries: float, hits: float, waiting: float, ttft_counts: list[float], ttft_sum: float) -> str:
@@ -46,7 +46,7 @@ def test_figures_cover_the_change_between_first_and_last_scrape() -> None:
     m = ServerMetrics()
     m.add(parse(exposition(1000, 100, 0, [10, 10, 10, 10, 10], 0.1)))  # before the run: ignored by deltas
     m.add(parse(exposition(1500, 400, 5, [10, 30, 50, 60, 60], 1.6)))
-    s = m.summary()
+    s = m.summary().to_json()
     assert s["available"] and s["prefix_cache_hit_rate"] == 0.6  # (400-100) / (1500-1000)
     assert s["num_requests_waiting_max"] == 6 and s["kv_cache_usage_max"] == 0.25
     assert s["preemptions"] == 0
@@ -57,7 +57,7 @@ def test_figures_cover_the_change_between_first_and_last_scrape() -> None:
 
 def test_one_scrape_or_none_means_no_figures() -> None:
     m = ServerMetrics(error="http://x/metrics unavailable: refused")
-    assert m.summary() == {"available": False, "scrapes": 0, "error": "http://x/metrics unavailable: refused"}
+    assert m.summary().to_json() == {"available": False, "scrapes": 0, "error": "http://x/metrics unavailable: refused"}
 
 
 def test_server_slos_judge_the_figures() -> None:
@@ -80,7 +80,7 @@ def test_counters_restart_after_priming_so_the_server_ttft_is_the_runs() -> None
     m.add(parse(exposition(3000, 0, 0, [0, 0, 0, 0, 2], 4.0)))  # two priming prefills of 2 s
     m.restart_from(parse(exposition(3000, 0, 0, [0, 0, 0, 0, 2], 4.0)))
     m.add(parse(exposition(6000, 2900, 0, [10, 10, 10, 10, 12], 4.1)))  # ten 10 ms requests
-    s = m.summary()
+    s = m.summary().to_json()
     assert s["server_ttft_ms"]["count"] == 10 and s["server_ttft_ms"]["mean"] == 10.0
     assert s["prefix_cache_hit_rate"] == round(2900 / 3000, 4) and s["scrapes"] == 2
 
@@ -92,8 +92,8 @@ def test_the_client_server_gap_leaves_out_requests_unfinished_at_the_stop() -> N
     store = MetricsStore()
     for i in range(10):
         store.add(RequestRecord("shared", 1.0 + i, e2e_us=200_000, ttft_us=110_000))
-    server = {"server_ttft_ms": {"mean": 100.0, "count": 10}}
-    assert with_ttft_gap(server, store)["client_server_ttft_gap_ms"] == pytest.approx(10.0, abs=0.1)
+    server = ServerFigures(True, 2, server_ttft=ServerTtft(mean=100.0, count=10))
+    assert with_ttft_gap(server, store).client_server_ttft_gap_ms == pytest.approx(10.0, abs=0.1)
     for i in range(5):
         store.add(RequestRecord("unique", 20.0 + i, e2e_us=5_000, error_kind=ErrorKind.UNFINISHED))
-    assert with_ttft_gap(server, store)["client_server_ttft_gap_ms"] == pytest.approx(10.0, abs=0.1)
+    assert with_ttft_gap(server, store).client_server_ttft_gap_ms == pytest.approx(10.0, abs=0.1)

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from slogate.locustfiles.sse import (
+from slogate.locustfiles.load.sse import (
     SseParser,
     StreamErrorEvent,
     StreamProtocolError,
@@ -11,8 +11,8 @@ from slogate.locustfiles.sse import (
     apply_completions_event,
     apply_responses_event,
 )
-from slogate.locustfiles.timer import StreamTimer
-from slogate.slo.record import ErrorKind
+from slogate.locustfiles.load.timer import StreamTimer
+from slogate.slo.gate.record import ErrorKind
 
 
 def event(obj: object) -> bytes:

@@ -9,11 +9,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from slogate.locustfiles import server
-from slogate.locustfiles.trace import (
+from slogate.locustfiles.load import server
+from slogate.locustfiles.load.trace import (
     SAMPLE_TRACE,
-    PromptBuilder,
-    PromptError,
     TraceError,
     TraceRequest,
     implied_prefix_cache,
@@ -22,6 +20,7 @@ from slogate.locustfiles.trace import (
     schedule,
     shard,
 )
+from slogate.locustfiles.load.trace_prompts import PromptBuilder, PromptError
 
 HANDMADE = Path(__file__).parent / "data" / "traces" / "handmade.jsonl"
 GOOD = {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}
@@ -241,7 +240,7 @@ def test_the_nonce_changes_every_block_and_nothing_else_does() -> None:
 def test_every_process_builds_the_same_block(tmp_path: Path) -> None:
     """Blocks do not depend on Python's per-process string hashing (`--processes` workers)."""
     code = (
-        "from slogate.locustfiles.trace import PromptBuilder;"
+        "from slogate.locustfiles.load.trace_prompts import PromptBuilder;"
         "print(PromptBuilder.calibrate(lambda t: len(t.split()), 64, 'n').block(123, 64))"
     )
     here = PromptBuilder.calibrate(lambda t: len(t.split()), 64, "n").block(123, 64)

@@ -10,8 +10,8 @@ from typing import Any
 import gevent
 import pytest
 from locust.env import Environment
-from slogate.locustfiles import trace_user
-from slogate.slo.locust_plugin import gate_for
+from slogate.locustfiles.load import trace_user
+from slogate.slo.plugin.gate import gate_for
 
 
 class FakeMaster:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from slogate.launch import fault_server as fault
-from slogate.locustfiles import datasets, replay, trace
-from slogate.locustfiles.workload import DATASET_CLASS, Workload, WorkloadConfig
-from slogate.slo.record import PREFIX_HIT
+from slogate.locustfiles.load import datasets, replay, trace, trace_prompts
+from slogate.locustfiles.load.workload import DATASET_CLASS, Workload, WorkloadConfig
+from slogate.slo.gate.record import PREFIX_HIT
 
 BLOCK = 16  # small blocks keep the prompts short; the fault server counts a word as a token
 GAP_MS = 60  # between the test trace's requests: arrival order is trace order
@@ -201,7 +201,7 @@ def test_trace_request_is_the_prompt_with_output_length_and_tags() -> None:
     request = trace.TraceRequest(1, 0.0, 20, 5, (3, 4), "chat")
     scheduled = trace.ScheduledRequest(0.0, request, prefix_hit=True)
     workload = Workload(WorkloadConfig(), "m", 1.0)
-    builder = trace.PromptBuilder(["a", " b", " c"], BLOCK)
+    builder = trace_prompts.PromptBuilder(["a", " b", " c"], BLOCK)
     req = replay.trace_request(workload, builder, scheduled)
     assert req.request_class == PREFIX_HIT and req.tags == ("chat",)
     assert req.body["max_tokens"] == 5 and req.body["ignore_eos"] is True

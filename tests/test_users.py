@@ -6,16 +6,16 @@ from typing import Any
 
 import gevent
 import pytest
-import slogate.locustfiles.options  # noqa: F401  (registers the workload options)
+import slogate.locustfiles.load.options  # noqa: F401  (registers the workload options)
 from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
 from slogate.launch.server import free_port
-from slogate.locustfiles.timer import StreamTimer
-from slogate.locustfiles.users import ChatStreamUser
-from slogate.locustfiles.users_openai import OpenAIChatUser
-from slogate.slo.listener import RECORD_KEY
-from slogate.slo.record import ErrorKind, RequestRecord
+from slogate.locustfiles.load.timer import StreamTimer
+from slogate.locustfiles.load.users import ChatStreamUser
+from slogate.locustfiles.load.users_openai import OpenAIChatUser
+from slogate.slo.gate.record import ErrorKind, RequestRecord
+from slogate.slo.plugin.listener import RECORD_KEY
 
 USERS = [ChatStreamUser, OpenAIChatUser]
 
@@ -59,7 +59,7 @@ def test_ttft_is_the_first_content_chunk_not_the_role_chunk(fault_server: str, u
 
 def test_ttft_is_when_the_token_arrived_not_when_a_busy_client_parsed_it(fault_server: str) -> None:
     """A client core busy elsewhere reads the first token late; the kernel's receive stamp keeps
-    that wait out of the server's TTFT (locustfiles/rx_timestamps.py)."""
+    that wait out of the server's TTFT (locustfiles/load/rx_timestamps.py)."""
     h = Harness(ChatStreamUser, fault_server, "ttft_ms=100,tokens=2,itl_ms=5")
     h.call(1)  # connected and warm
 
@@ -145,8 +145,8 @@ def test_the_sdk_users_chunks_are_checked_as_the_raw_users_events(chunk: dict) -
     into the report."""
     from openai._models import construct_type
     from openai.types.chat import ChatCompletionChunk
-    from slogate.locustfiles.sse import StreamProtocolError
-    from slogate.locustfiles.users_openai import _apply_chunk
+    from slogate.locustfiles.load.sse import StreamProtocolError
+    from slogate.locustfiles.load.users_openai import _apply_chunk
 
     fields = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m", **chunk}
     built = construct_type(type_=ChatCompletionChunk, value=fields)
@@ -159,7 +159,7 @@ def test_the_sdk_users_empty_usage_is_no_usage() -> None:
     (a stream that never sent its usage is truncated)."""
     from openai._models import construct_type
     from openai.types.chat import ChatCompletionChunk
-    from slogate.locustfiles.users_openai import _apply_chunk
+    from slogate.locustfiles.load.users_openai import _apply_chunk
 
     fields = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [], "usage": {}}
     built = construct_type(type_=ChatCompletionChunk, value=fields)

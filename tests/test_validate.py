@@ -15,12 +15,12 @@ from slogate.launch.installation import VllmInstall, find_vllm
 from slogate.launch.profile import load_profile
 from slogate.launch.validate import (
     REMOVED_FLAGS,
-    Judge,
+    ProfileCheck,
     ProfileInvalid,
-    Verdict,
+    VllmParser,
     check_known_mistakes,
     check_with_vllm,
-    vllm_verdicts,
+    vllm_rejections,
 )
 
 from slogate import cli
@@ -118,7 +118,7 @@ def verdicts() -> tuple[str, list[str | None]]:
             raise
         pytest.skip(str(e))
     bad = [replace(demo, args={**demo.args, **args}) for args, _ in REJECTED]
-    return vllm_verdicts(vllm, *(load_profile(n) for n in BUILTIN), *bad)
+    return vllm_rejections(vllm, *(load_profile(n) for n in BUILTIN), *bad)
 
 
 @pytest.mark.vllm
@@ -137,10 +137,10 @@ def test_the_installed_parser_rejects_unknown_flags_and_bad_values(verdicts, i: 
 
 
 def test_check_with_vllm_raises_the_first_rejection(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(validate, "vllm_verdicts", lambda vllm, *profiles: ("0.32.0", [None, "b.yaml: no", "c: no"]))
+    monkeypatch.setattr(validate, "vllm_rejections", lambda vllm, *profiles: ("0.32.0", [None, "b.yaml: no", "c: no"]))
     with pytest.raises(ProfileInvalid, match=r"^b\.yaml: no$"):
         check_with_vllm(VllmInstall(Path("python"), "cpu"), load_profile("cpu-demo"))
-    monkeypatch.setattr(validate, "vllm_verdicts", lambda vllm, *profiles: ("0.32.0", [None]))
+    monkeypatch.setattr(validate, "vllm_rejections", lambda vllm, *profiles: ("0.32.0", [None]))
     assert check_with_vllm(VllmInstall(Path("python"), "cpu"), load_profile("cpu-demo")) == "0.32.0"
 
 
@@ -245,8 +245,8 @@ def test_across_builds_what_the_judge_does_not_know_is_a_warning_a_wrong_type_an
         ],
     }
     known = {"--gpu-memory-utilization", "--dtype", "--max-model-len"}
-    judge = Judge("cpu", "0.32.0")
-    gpu = validate._verdict(load_profile("tuned"), judge, result, known)
+    judge = VllmParser("cpu", "0.32.0")
+    gpu = validate._parser_check(load_profile("tuned"), judge, result, known)
     assert gpu.cross_build and not gpu.valid
     assert gpu.errors == (f"{gpu.profile.source}: vLLM 0.32.0 rejects the arguments: {result['errors'][1][1]}",)
     assert [w.split(": ", 1)[1] for w in gpu.warnings] == [
@@ -257,7 +257,7 @@ def test_across_builds_what_the_judge_does_not_know_is_a_warning_a_wrong_type_an
         f"vLLM 0.32.0 (cpu build) rejects a choice of this gpu profile, which the gpu build may accept: "
         f"{result['errors'][0][1]}",
     ]
-    cpu = validate._verdict(load_profile("cpu-demo"), judge, result, known)  # its own build: all errors
+    cpu = validate._parser_check(load_profile("cpu-demo"), judge, result, known)  # its own build: all errors
     assert not cpu.cross_build and len(cpu.errors) == 4 and cpu.warnings == ()
     assert "--gpu-memory-utilisation is not a flag of the installed vLLM 0.32.0; did you mean" in cpu.errors[0]
-    assert Verdict(load_profile("tuned"), None).checked_by().startswith("checked by the seed-mistake rules only")
+    assert ProfileCheck(load_profile("tuned"), None).checked_by().startswith("checked by the seed-mistake rules only")

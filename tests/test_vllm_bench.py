@@ -1,4 +1,4 @@
-"""Reading `vllm bench serve --save-result --save-detailed` results (slo/vllm_bench.py).
+"""Reading `vllm bench serve --save-result --save-detailed` results (slo/gate/vllm_bench.py).
 
 The samples in tests/data were recorded with vLLM 0.32's own client against the fault server
 (tests/data/record_vllm_bench.py): 20 requests each, 6 of them failed (2 HTTP 500, 2 HTTP 429,
@@ -13,8 +13,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from slogate.slo.record import ErrorKind
-from slogate.slo.vllm_bench import (
+from slogate.slo.gate.record import ErrorKind
+from slogate.slo.gate.vllm_bench import (
     CHAT_TTFT_NOTE,
     REQUEST_CLASS,
     VllmBenchError,

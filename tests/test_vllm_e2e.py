@@ -2,7 +2,7 @@
 served from the prefix cache, so their TTFT is lower than that of unique prefixes."""
 
 import pytest
-from slogate.locustfiles import datasets, trace
+from slogate.locustfiles.load import datasets, trace
 
 pytestmark = pytest.mark.vllm
 

@@ -5,8 +5,8 @@ import json
 import random
 from pathlib import Path
 
-from slogate.locustfiles.workload import Workload, WorkloadConfig
-from slogate.slo.record import SHARED, UNIQUE
+from slogate.locustfiles.load.workload import Workload, WorkloadConfig
+from slogate.slo.gate.record import SHARED, UNIQUE
 
 
 def requests(nonce: str, n: int = 300) -> list:

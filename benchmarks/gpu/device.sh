@@ -76,7 +76,7 @@ EOF
   echo "installing ${#missing[@]} wheels the machine lacks: $(printf '%s ' "${missing[@]##*/}" | sed 's/-[^ ]*//g')"
   [ "${#missing[@]}" -eq 0 ] || python3 -m pip install -q --no-index --no-deps --no-compile --target "$EXTRA_SITE" "${missing[@]}"
   python3 -c "import locust, gevent, geventhttpclient, hdrh, slack_sdk, yaml, prometheus_client, openai, tokenizers
-import slogate.slo.locust_plugin, slogate.launch.launcher
+import slogate.slo.plugin, slogate.launch.launcher
 print('SLOGATE_SETUP_OK locust', locust.__version__)"
   python3 - "$ROOT"/benchmarks/gpu/profiles/h200-*.yaml <<'EOF'
 import sys

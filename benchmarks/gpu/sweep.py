@@ -34,17 +34,19 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # benchmarks/, for ttft_accuracy
 
-from slogate.launch import capacity  # noqa: E402
+from slogate.launch import runner  # noqa: E402
+from slogate.launch.capacity import locust_step  # noqa: E402
+from slogate.launch.capacity_report import step_line, write_capacity, write_error  # noqa: E402
 from slogate.launch.compare import plot_by_class, write_comparison  # noqa: E402
 from slogate.launch.installation import InstallError, VllmInstall  # noqa: E402
-from slogate.launch.launcher import start_profile  # noqa: E402
-from slogate.launch.locust_command import locust_argv  # noqa: E402
+from slogate.launch.knee import CapacityInputError, RunStep, SearchSettings, search  # noqa: E402
+from slogate.launch.launcher import Launched  # noqa: E402
 from slogate.launch.profile import Profile, load_profile  # noqa: E402
 from slogate.launch.server import ServerStartError  # noqa: E402
 from slogate.launch.validate import ProfileInvalid  # noqa: E402
-from slogate.slo.report import Report  # noqa: E402
-from slogate.slo.spec import load_spec  # noqa: E402
-from slogate.slo.verdict import Verdict  # noqa: E402
+from slogate.slo.gate.report import Report  # noqa: E402
+from slogate.slo.gate.spec import load_spec  # noqa: E402
+from slogate.slo.gate.verdict import Verdict  # noqa: E402
 from ttft_accuracy import VLLM_BENCH  # noqa: E402
 
 CLASSES = ("shared", "unique", "all")
@@ -76,15 +78,11 @@ def run_locust(
     """One headless run of the installed locustfile `locustfile` ("open-loop" or "chat")."""
     run = ["--only-summary", "-u", str(users), "-r", str(users), "-t", f"{run_time}s",
            "--stop-timeout", str(STOP_TIMEOUT_S)]  # fmt: skip
-    argv = locust_argv(host, locustfile=locustfile, config=config, report_dir=report_dir, extra=[*run, *extra])
-    report_dir.mkdir(parents=True, exist_ok=True)
-    with (report_dir / "locust.log").open("w") as log:
-        code = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
-    path = report_dir / "slo-report.json"
-    if not path.exists():
-        say(f"  no report (locust exit {code}); see {report_dir / 'locust.log'}")
+    try:
+        return runner.run_locust(host, report_dir, locustfile=locustfile, config=config, extra=[*run, *extra])
+    except runner.NoReport as e:
+        say(f"  {e}")
         return None
-    return Report.from_json(json.loads(path.read_text()), str(path))
 
 
 def summarize(report: Report) -> dict[str, Any]:
@@ -105,7 +103,7 @@ def summarize(report: Report) -> dict[str, Any]:
             "output_tokens_per_s": m["output_tokens_per_s"],
             "requests_per_s": m["requests_per_s"],
         }
-    out["prefix_cache_hit_rate"] = (report.server or {}).get("prefix_cache_hit_rate")
+    out["prefix_cache_hit_rate"] = report.server.prefix_cache_hit_rate if report.server is not None else None
     out["saturated"] = report.saturated
     return out
 
@@ -172,22 +170,22 @@ class ProfileSweep:
         passed = [r["rate"] for r in swept if r["summary"]["verdict"] == Verdict.PASS]
         return max(passed, default=None) or min((r["rate"] for r in swept), default=None) or 1.0
 
-    def search_capacity(self, run_step: capacity.RunStep) -> dict[str, Any] | None:
+    def search_capacity(self, run_step: RunStep) -> dict[str, Any] | None:
         """`slogate capacity`'s search on this server, the same SLO file and workload; None when
         `--search-steps` is 0 or the time budget is spent."""
         if self.a.search_steps < 2 or not self.time_left():
             return None
-        settings = capacity.SearchSettings(self.search_start(), self.a.precision, self.a.run_time, self.a.search_steps)
+        settings = SearchSettings(self.search_start(), self.a.precision, self.a.run_time, self.a.search_steps)
         say(f"  {self.name}: capacity search from {settings.rate_start:g} req/s, {settings.max_steps} steps at most")
         out = self.dir / "capacity"
         try:
-            result = capacity.search(run_step, settings, out, on_step=lambda st: say(f"    {capacity.step_line(st)}"))
-        except capacity.CapacityInputError as e:  # a step that could not be judged: a result, with the steps before
+            result = search(run_step, settings, out, on_step=lambda st: say(f"    {step_line(st)}"))
+        except CapacityInputError as e:  # a step that could not be judged: a result, with the steps before
             say(f"  {self.name}: capacity search stopped: {e}")
-            capacity.write_error(out, e)
+            write_error(out, e)
             partial = e.partial.to_json() if e.partial else {"capacity_rps": None, "first_failing_rps": None}
             return {**partial, "error": str(e)}
-        capacity.write_capacity(result, out, self.name)
+        write_capacity(result, out, self.name)
         return result.to_json()
 
     def save(self, extra: dict[str, Any]) -> None:
@@ -357,6 +355,49 @@ def write_report(out: Path, target_ms: float | None, compare_rate: float | None)
     return archive
 
 
+def sweep_profile(
+    a: argparse.Namespace, i: int, profile: Profile, up: Launched, rates: list[float], deadline: float
+) -> None:
+    """Every run of one launched profile, its results and server log saved in `out/<profile>/`."""
+    server, vllm = up.server, up.vllm
+    info = {
+        "vllm_version": up.vllm_version,
+        "command": up.plan.shell(),
+        "healthy_after_s": round(up.healthy_after_s, 1),
+    }
+    sweep = ProfileSweep(a, profile.name, server.url, deadline)
+    started = time.time()
+    try:
+        sweep.warm_up(rates[0], a.warmup_s)
+        for rate in rates:
+            sweep.open_loop(rate, "sweep")
+        if a.concurrency:
+            sweep.closed_loop(a.concurrency)
+        found = sweep.search_capacity(
+            locust_step(
+                server.url, slo_file=a.slo_file, warmup_s=STEP_WARMUP_S, config=a.config, locust_args=SEARCH_ARGS
+            )
+        )
+        if found is not None:
+            if "error" in found:
+                say(f"{profile.name}: capacity search failed: {found['error']}")
+            else:
+                say(f"{profile.name}: capacity {found['capacity_rps']}, first failing {found['first_failing_rps']}")
+        check = None
+        if a.cross_check_rate and i == len(a.profiles) - 1:
+            if time.monotonic() + 2 * a.run_time + 60 < deadline:
+                check = cross_check(a, sweep, vllm, profile)
+            else:
+                say("  skipping the cross-check: the command's time budget is spent")
+        sweep.save({**info, "capacity": found, "cross_check": check, "started_at": started})
+    finally:
+        log = server.log_path
+        if log and log.exists():
+            lines = log.read_text().splitlines()  # the head has the engine's choices (kernels, KV size)
+            (sweep.dir / "server-log-head.txt").write_text("\n".join(lines[:150]) + "\n")
+            (sweep.dir / "server-log-tail.txt").write_text("\n".join(lines[-200:]) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", nargs="*", default=[], help="launch profiles (names or YAML files), in order")
@@ -383,7 +424,8 @@ def main() -> int:
         profile = load_profile(name)
         profile_name = profile.name
         try:  # the installed vLLM's parser is the judge of the profile
-            launched = start_profile(profile, "127.0.0.1", a.port, install=profile.build == "cpu", on_progress=say)
+            with runner.launched(profile, a.port, install=profile.build == "cpu", validate=True, on_progress=say) as up:
+                sweep_profile(a, i, profile, up, rates, deadline)
         except (ServerStartError, InstallError, ProfileInvalid) as e:  # a profile that does not serve is a result
             say(f"{profile_name}: did not start: {e}")
             (a.out / profile_name).mkdir(parents=True, exist_ok=True)
@@ -400,45 +442,6 @@ def main() -> int:
                 )
             )
             code = 1
-            continue
-        server, vllm = launched.server, launched.vllm
-        info = {
-            "vllm_version": launched.vllm_version,
-            "command": launched.plan.shell(),
-            "healthy_after_s": round(launched.healthy_after_s, 1),
-        }
-        sweep = ProfileSweep(a, profile_name, server.url, deadline)
-        started = time.time()
-        try:
-            sweep.warm_up(rates[0], a.warmup_s)
-            for rate in rates:
-                sweep.open_loop(rate, "sweep")
-            if a.concurrency:
-                sweep.closed_loop(a.concurrency)
-            found = sweep.search_capacity(
-                capacity.locust_step(
-                    server.url, slo_file=a.slo_file, warmup_s=STEP_WARMUP_S, config=a.config, locust_args=SEARCH_ARGS
-                )
-            )
-            if found is not None:
-                if "error" in found:
-                    say(f"{profile_name}: capacity search failed: {found['error']}")
-                else:
-                    say(f"{profile_name}: capacity {found['capacity_rps']}, first failing {found['first_failing_rps']}")
-            check = None
-            if a.cross_check_rate and i == len(a.profiles) - 1:
-                if time.monotonic() + 2 * a.run_time + 60 < deadline:
-                    check = cross_check(a, sweep, vllm, profile)
-                else:
-                    say("  skipping the cross-check: the command's time budget is spent")
-            sweep.save({**info, "capacity": found, "cross_check": check, "started_at": started})
-        finally:
-            server.stop()
-            log = server.log_path
-            if log and log.exists():
-                lines = log.read_text().splitlines()  # the head has the engine's choices (kernels, KV size)
-                (sweep.dir / "server-log-head.txt").write_text("\n".join(lines[:150]) + "\n")
-                (sweep.dir / "server-log-tail.txt").write_text("\n".join(lines[-200:]) + "\n")
     archive = write_report(a.out, ttft_target_ms(a.slo_file), a.compare_rate)
     print((a.out / "RESULTS.md").read_text())
     say(f"archive {archive}")

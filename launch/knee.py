@@ -1,0 +1,276 @@
+"""The knee search: the highest open-loop arrival rate at which every SLO is met.
+
+`search` starts at `rate_start` and doubles the rate until a step fails (halving instead when the
+first step already fails), then bisects until the bracket [highest passing, lowest failing] is
+within `precision` of the passing rate. Each step is one judged run at a fixed offered rate: the
+search only sees its `Report`, through a `RunStep` callback, so it runs against anything that can
+produce one (launch/capacity.py runs Locust; a benchmark its own runner).
+
+A step is pass, fail or inconclusive, as its report's verdict says. An inconclusive step (too
+few samples, the client saturated, sends dropped on a pass) is neither: it is run again, twice
+as long, once; still inconclusive, the search stops there and says why (`decided` false, exit 3).
+A step whose run wrote no report (`NoReport`) ends the search (exit 3), with what was judged.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slogate.launch.runner import NoReport
+from slogate.slo.gate import exitcodes
+from slogate.slo.gate.facts import DECIDED
+from slogate.slo.gate.record import ALL
+from slogate.slo.gate.report import Report, goodput_summary
+from slogate.slo.gate.verdict import Verdict
+
+RunStep = Callable[[float, float, Path], Report]  # (offered rate in req/s, measured seconds, report dir) -> report
+SERVER_FIGURES = ("prefix_cache_hit_rate", "kv_cache_usage_max", "num_requests_waiting_max", "preemptions")
+JSON_NAME, MARKDOWN_NAME, PNG_NAME = "capacity.json", "capacity.md", "capacity.png"
+
+
+class CapacityInputError(ValueError):
+    """A setting the search cannot run with, or a step that could not be judged; str() is one line.
+    `exit_code`: usage (2), or inconclusive (3) when a step's run failed on its own (no report);
+    `partial`: the steps the search had already judged, set by `search`."""
+
+    def __init__(self, message: str, exit_code: int = exitcodes.USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.partial: CapacityResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    rate_start: float = 1.0  # requests per second, all users together
+    precision: float = 0.1  # stop when (lowest failing - highest passing) / highest passing <= this
+    step_s: float = 30.0  # measured seconds per step (the warm-up is the runner's)
+    max_steps: int = 12
+
+    def check(self) -> None:
+        """Raise CapacityInputError, naming the option, for a setting the search cannot use."""
+        if not self.rate_start > 0 or math.isinf(self.rate_start):
+            raise CapacityInputError(f"--rate-start: must be a rate > 0 requests/s, got {self.rate_start:g}")
+        if not 0 < self.precision < 1:
+            raise CapacityInputError(f"--precision: must be in (0, 1) (0.1 = 10 %), got {self.precision:g}")
+        if not self.step_s > 0:
+            raise CapacityInputError(f"--step-s: must be > 0, got {self.step_s:g}")
+        if self.max_steps < 2:
+            raise CapacityInputError(f"--max-steps: must be >= 2, got {self.max_steps}")
+
+
+@dataclass(slots=True)
+class Step:
+    """One offered rate, as judged."""
+
+    rate_rps: float
+    verdict: str  # pass | fail | inconclusive
+    attempts: int  # 2 when the first was inconclusive and it was run again, longer
+    step_s: float  # measured seconds asked of the last attempt
+    wall_s: float  # every attempt, warm-up and an early abort included
+    reasons: list[str]
+    aborted: bool  # --slo-abort-on-fail stopped it
+    achieved_rps: float | None  # successful requests per second measured
+    requests: int
+    dropped: int
+    ttft_p95_ms: dict[str, float | None]  # per class, `all` first
+    goodput_rps: float | None
+    goodput_fraction: float | None
+    server: dict[str, Any]  # the SERVER_FIGURES the report has (from /metrics)
+    report_dir: str
+    conversations: bool = False  # --turns > 1: the offered rate counts new conversations
+    decided_after_s: float | None = None  # --slo-stop-when-decided ended it this far into its run
+
+    @property
+    def rate_unit(self) -> str:
+        """What `rate_rps` counts: requests, or with --turns new conversations (each of several
+        requests; `achieved_rps` still counts requests)."""
+        return "conv/s" if self.conversations else "req/s"
+
+
+def step_from_report(rate: float, report: Report, attempts: int, step_s: float, wall_s: float, where: Path) -> Step:
+    summary = report.metrics_summary()
+    stopped = report.run.stopped
+    total = summary.get(ALL) or {}
+    goodput = goodput_summary(report.measurements)["classes"].get(ALL) or {}
+    server = report.server.to_json() if report.server is not None else {}
+    server = {k: server[k] for k in SERVER_FIGURES if k in server}
+    return Step(
+        rate_rps=rate,
+        verdict=str(report.verdict),
+        attempts=attempts,
+        step_s=step_s,
+        wall_s=round(wall_s, 3),
+        reasons=list(report.reasons),
+        aborted=report.run.aborted is not None,
+        decided_after_s=stopped.after_s if stopped is not None and stopped.reason == DECIDED else None,
+        achieved_rps=total.get("requests_per_s"),
+        requests=total.get("requests") or 0,
+        dropped=total.get("dropped") or 0,
+        ttft_p95_ms={cls: (m.get("ttft_ms") or {}).get("p95") for cls, m in summary.items()},
+        goodput_rps=goodput.get("goodput_rps"),
+        goodput_fraction=goodput.get("fraction"),
+        server=server,
+        report_dir=str(where),
+        conversations=report.run.workload.conversations,
+    )
+
+
+@dataclass(slots=True)
+class CapacityResult:
+    settings: SearchSettings
+    steps: list[Step] = field(default_factory=list)
+    stopped_because: str = ""  # why the search ended, in words
+    ttft_targets_ms: dict[str, float] = field(default_factory=dict)  # per class, from the SLO file (for the chart)
+
+    def _rates(self, verdict: str) -> list[float]:
+        return [s.rate_rps for s in self.steps if s.verdict == verdict]
+
+    @property
+    def rate_unit(self) -> str:
+        """What the offered rates count (`Step.rate_unit`); every step runs the same workload."""
+        return self.steps[0].rate_unit if self.steps else "req/s"
+
+    @property
+    def capacity_rps(self) -> float | None:
+        """The highest offered rate at which every SLO was met."""
+        return max(self._rates(Verdict.PASS), default=None)
+
+    @property
+    def first_failing_rps(self) -> float | None:
+        """The lowest offered rate at which an SLO failed."""
+        return min(self._rates(Verdict.FAIL), default=None)
+
+    @property
+    def decided(self) -> bool:
+        """The knee is bracketed within the precision."""
+        low, high = self.capacity_rps, self.first_failing_rps
+        return low is not None and high is not None and (high - low) / low <= self.settings.precision + 1e-9
+
+    def exit_code(self, min_capacity: float | None = None) -> int:
+        """0 met (or, without a minimum, decided), 1 below the minimum, 3 the search could not tell."""
+        low, high = self.capacity_rps, self.first_failing_rps
+        if min_capacity is None:
+            return exitcodes.PASS if self.decided else exitcodes.INCONCLUSIVE
+        if low is not None and low >= min_capacity:
+            return exitcodes.PASS
+        if (high is not None and high <= min_capacity) or self.decided:
+            return exitcodes.FAIL
+        return exitcodes.INCONCLUSIVE
+
+    def to_json(self, min_capacity: float | None = None) -> dict[str, Any]:
+        return {
+            "capacity_rps": self.capacity_rps,
+            "first_failing_rps": self.first_failing_rps,
+            "rate_unit": self.rate_unit,
+            "decided": self.decided,
+            "stopped_because": self.stopped_because,
+            "min_capacity_rps": min_capacity,
+            "exit_code": self.exit_code(min_capacity),
+            "settings": asdict(self.settings),
+            "ttft_targets_ms": self.ttft_targets_ms,
+            "steps_run": len(self.steps),
+            "wall_s": round(sum(s.wall_s for s in self.steps), 3),
+            "steps": [asdict(s) for s in self.steps],
+        }
+
+
+def ttft_targets(report: Report) -> dict[str, float]:
+    """The strictest TTFT target per class among the report's objectives."""
+    out: dict[str, float] = {}
+    for r in report.slos:
+        o = r.objective
+        if o.metric == "ttft" and o.max is not None:
+            out[o.request_class] = min(out.get(o.request_class, math.inf), o.max)
+    return out
+
+
+def search(
+    run_step: RunStep, settings: SearchSettings, out_dir: Path, on_step: Callable[[Step], None] = lambda s: None
+) -> CapacityResult:
+    """Find the knee; step reports go to `out_dir/step-NN-<rate>rps/`. Raises CapacityInputError,
+    with the steps judged before it as `partial`, when a step's run is a usage error (a bad Locust
+    option: every step would be; exit 2) or wrote no report (exit 3)."""
+    settings.check()
+    result = CapacityResult(settings)
+    passed: float | None = None
+    failed: float | None = None
+    rate = settings.rate_start
+    while True:
+        if len(result.steps) >= settings.max_steps:
+            result.stopped_because = f"--max-steps {settings.max_steps} reached before the bracket was within precision"
+            return result
+        where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps"
+        try:
+            step, report = _judge_rate(run_step, rate, settings.step_s, where)
+        except CapacityInputError as e:
+            e.partial = result  # what was judged before stays reported
+            raise
+        result.steps.append(step)
+        result.ttft_targets_ms = result.ttft_targets_ms or ttft_targets(report)
+        on_step(step)
+        if step.verdict == Verdict.INCONCLUSIVE:
+            result.stopped_because = f"the step at {rate:g} req/s was inconclusive twice: " + "; ".join(step.reasons)
+            return result
+        if step.verdict == Verdict.PASS:
+            passed = rate
+        else:
+            failed = rate
+        if failed is None:
+            rate *= 2
+        elif passed is None:
+            rate /= 2
+        elif result.decided:
+            result.stopped_because = f"bracket [{passed:g}, {failed:g}] within --precision {settings.precision:g}"
+            return result
+        else:
+            rate = (passed + failed) / 2
+
+
+def _judge_rate(run_step: RunStep, rate: float, step_s: float, report_dir: Path) -> tuple[Step, Report]:
+    """One step; run again, twice as long, when inconclusive."""
+    started = time.monotonic()
+    attempts = 0
+    for attempt_s in (step_s, 2 * step_s):
+        attempts += 1
+        where = report_dir if attempts == 1 else report_dir.with_name(report_dir.name + "-longer")
+        try:
+            report = run_step(rate, attempt_s, where)
+        except NoReport as e:
+            raise CapacityInputError(str(e), exitcodes.INCONCLUSIVE) from None
+        if report.verdict == Verdict.ERROR:
+            raise CapacityInputError(f"the step at {rate:g} req/s could not be judged: {'; '.join(report.reasons)}")
+        if report.verdict == Verdict.UNGATED:
+            raise CapacityInputError(f"the step at {rate:g} req/s was not gated: the search needs an SLO file")
+        if report.verdict != Verdict.INCONCLUSIVE:
+            break
+    return step_from_report(rate, report, attempts, attempt_s, time.monotonic() - started, where), report
+
+
+ProfileOutcome = CapacityResult | CapacityInputError
+
+
+def outcome_exit_code(outcome: ProfileOutcome, min_capacity: float | None) -> int:
+    """A search's exit code; one that failed: with `min_capacity`, what the steps judged before
+    the failure already prove (0 a rate >= the minimum passed, 1 the capacity is below it), else
+    the failure's own code (2 or 3)."""
+    if not isinstance(outcome, CapacityInputError):
+        return outcome.exit_code(min_capacity)
+    if outcome.partial is not None and min_capacity is not None:
+        proven = outcome.partial.exit_code(min_capacity)
+        if proven in (exitcodes.PASS, exitcodes.FAIL):
+            return proven
+    return outcome.exit_code
+
+
+def overall_exit_code(outcomes: dict[str, ProfileOutcome], min_capacity: float | None) -> int:
+    """Several profiles: 1 when any is proven below the minimum; else the first other non-zero code
+    in profile order (3 undecided or a search that failed, 2 a usage error, 4 vLLM missing); else 0."""
+    codes = [outcome_exit_code(o, min_capacity) for o in outcomes.values()]
+    if exitcodes.FAIL in codes:
+        return exitcodes.FAIL
+    return next((code for code in codes if code != exitcodes.PASS), exitcodes.PASS)

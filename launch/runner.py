@@ -1,0 +1,95 @@
+"""Run a gated Locust load and read its typed report, against a URL (`run_locust`) or against a
+profile launched for it and stopped after (`run_profile`). `slogate compare`, `slogate capacity`
+and the GPU sweep all go through here, so "start, load, stop, read the report" is written once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from slogate.launch import launcher
+from slogate.launch.locust_command import locust_argv
+from slogate.launch.profile import Profile
+from slogate.slo.gate.report import Report, ReportError
+
+LOG_NAME = "locust.log"
+LOCAL_HOST = "127.0.0.1"  # where launched profiles listen
+
+
+class NoReport(Exception):
+    """A Locust run that wrote no readable report; str() is one line, the last line of its log."""
+
+
+def read_report(report_dir: Path) -> Report:
+    """The report a run wrote in `report_dir`; `NoReport` when there is none to read."""
+    path = report_dir / "slo-report.json"
+    try:
+        return Report.from_json(json.loads(path.read_text()), str(path))
+    except (OSError, ValueError, ReportError):
+        log = report_dir / LOG_NAME
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.exists() else []
+        said = f": {lines[-1].strip()}" if lines else ""
+        raise NoReport(f"the step's Locust run wrote no report{said} (see {log})") from None
+
+
+def run_locust(
+    host: str,
+    report_dir: Path,
+    *,
+    locustfile: str | Path = "chat",
+    config: str | Path | None = None,
+    slo_file: str | Path | None = None,
+    extra: Sequence[str] = (),
+    to_log: bool = True,
+) -> Report:
+    """One headless Locust run against `host` (`locust_argv` builds it), its report read back.
+    Its output goes to `locust.log` in `report_dir` (or, `to_log` false, to this process's)."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    argv = locust_argv(
+        host, locustfile=locustfile, config=config, slo_file=slo_file, report_dir=report_dir, extra=extra
+    )
+    if to_log:
+        with open(report_dir / LOG_NAME, "wb") as log:
+            subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
+    else:
+        subprocess.call(argv)
+    return read_report(report_dir)
+
+
+@contextlib.contextmanager
+def launched(
+    profile: Profile | str,
+    port: int,
+    *,
+    install: bool = True,
+    validate: bool = False,
+    on_progress: Callable[[str], None] | None = None,
+) -> Iterator[launcher.Launched]:
+    """A profile's server, healthy on 127.0.0.1:`port` for the block and stopped after it (errors
+    as `launcher.start_profile` raises them; `validate` false: the caller checked the profile)."""
+    started = launcher.start_profile(
+        profile, LOCAL_HOST, port, install=install, validate=validate, on_progress=on_progress
+    )
+    try:
+        yield started
+    finally:
+        started.server.stop()
+
+
+def run_profile(
+    profile: Profile,
+    port: int,
+    report_dir: Path,
+    *,
+    config: str | Path | None = None,
+    slo_file: str | Path | None = None,
+    extra: Sequence[str] = (),
+    on_progress: Callable[[str], None] | None = None,
+) -> Report:
+    """Launch `profile`, run the gated load against it, stop it: the run's typed report."""
+    with launched(profile, port, on_progress=on_progress) as started:
+        return run_locust(started.server.url, report_dir, config=config, slo_file=slo_file, extra=extra, to_log=False)

@@ -1,0 +1,226 @@
+"""Locust users that stream from the `--endpoint` (chat by default) and report exact per-request records.
+
+`ChatStreamUser` speaks HTTP with geventhttpclient and reads the body line by line as it
+arrives (`readline`, not `iter_content`, which waits for 1 KiB and adds tens of ms to TTFT).
+`OpenAIChatUser` uses the official `openai` SDK, for teams that want their app's exact client;
+it costs several times more CPU per chunk (see the README).
+
+With `--turns` above 1 a closed-loop user runs one conversation at a time: each later turn is
+sent when the previous answer has ended and the think time has passed; a failed turn ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPParseError
+from locust import User, constant, task
+from slogate.locustfiles.load import options
+from slogate.locustfiles.load.rx_timestamps import TimestampedSocket, timestamped_socket
+from slogate.locustfiles.load.server import TargetError
+from slogate.locustfiles.load.sse import (
+    SHAPE_ERRORS,
+    SseParser,
+    StreamErrorEvent,
+    StreamProtocolError,
+    unexpected_shape,
+)
+from slogate.locustfiles.load.timer import StreamTimer
+from slogate.locustfiles.load.workload import ChatRequest, Workload
+from slogate.slo.gate.facts import WorkloadFacts
+from slogate.slo.gate.record import ErrorKind, RequestRecord, http_error_kind
+from slogate.slo.plugin import target
+from slogate.slo.plugin.control import BAD_CONFIG, abort_run, note_workload
+from slogate.slo.plugin.listener import report_record
+
+_user_numbers = itertools.count()
+
+
+class ChatUser(User):
+    """What every user shares: the workload, a per-user seeded RNG, conversations and reporting."""
+
+    abstract = True
+    wait_time = constant(0)
+    next_turn: ChatRequest | None = None  # closed loop: the conversation's next turn, if any
+
+    def on_start(self) -> None:
+        try:
+            self.workload: Workload = options.workload_for(self.environment)
+        except TargetError as e:
+            abort_run(self.environment, f"target unreachable: {e}")
+            raise gevent.GreenletExit from None
+        except ValueError as e:  # options changed in the web UI since they were checked
+            abort_run(self.environment, f"{BAD_CONFIG}: {e}")
+            raise gevent.GreenletExit from None
+        note_workload(self.environment, self.workload.model, self.workload_facts())
+        # The bare URL and its Authorization header (credentials never stay in a URL: slo/plugin/target.py).
+        self.base_url, self.auth_headers = target.resolve(self.environment, self.host)
+        worker = getattr(self.environment.runner, "worker_index", 0)
+        self.rng = random.Random(f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}")
+
+    def workload_facts(self) -> WorkloadFacts:
+        """What the report records as `run.workload`; every user of a process notes the same."""
+        return WorkloadFacts.from_json(self.workload.describe())
+
+    def turn_to_send(self) -> ChatRequest:
+        """Closed loop: the conversation's next turn, or a new conversation's first."""
+        req, self.next_turn = self.next_turn, None
+        return req or self.workload.next_request(self.rng)
+
+    def after_turn(self, req: ChatRequest, record: RequestRecord, timer: StreamTimer) -> None:
+        """Closed loop: keep the conversation's next turn and wait the think time before it."""
+        self.next_turn = self.follow_up(req, record, timer)
+        if self.next_turn is not None:
+            think = self.workload.think_time_s(self.rng)
+            if think > 0:
+                gevent.sleep(think)
+
+    def follow_up(self, req: ChatRequest, record: RequestRecord, timer: StreamTimer) -> ChatRequest | None:
+        """The turn after `req`, or None: the conversation is over, or this turn failed (which ends it)."""
+        if not req.has_follow_up or not record.ok:
+            return None
+        return self.workload.follow_up(req, "".join(timer.answer or ()), self.rng)
+
+    def _report(
+        self, timer: StreamTimer, stream: Callable[[], RequestRecord], scheduled: float | None = None
+    ) -> RequestRecord:
+        """Run one request (`stream`), report its record and return it. One that the end of the run
+        stops (Locust kills the greenlet past --stop-timeout) is reported as unfinished, with its
+        TTFT if its first token had come: never silently lost. `scheduled` (open loop) gives the send lag."""
+        sent = time.perf_counter()
+        try:
+            record = stream()
+        except gevent.GreenletExit:
+            unfinished = timer.fail(ErrorKind.UNFINISHED, "in flight when the run stopped", time.perf_counter())
+            report_record(self.environment, unfinished)
+            raise
+        if scheduled is not None:
+            record.send_lag_us = int((sent - scheduled) * 1_000_000)
+        report_record(self.environment, record)
+        return record
+
+
+def start_timer(req: ChatRequest, started_at: float, t0: float) -> StreamTimer:
+    """The timer of `req`; it keeps the streamed answer when a later turn will resend it."""
+    timer = StreamTimer(req.request_class, started_at, t0, req.tags)
+    if req.has_follow_up:
+        timer.capture_answer()
+    return timer
+
+
+class SseChatUser(ChatUser):
+    """Raw SSE over geventhttpclient: the HTTP side that the closed- and open-loop users share."""
+
+    abstract = True
+    concurrency = 1  # connections; the open-loop user needs one per request in flight
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.connect()
+
+    def connect(self) -> None:
+        """(Re)create the HTTP client for `base_url`."""
+        url = urlsplit(self.base_url)
+        timeout = self.workload.config.request_timeout_s
+        self.http = HTTPClient(
+            url.hostname,
+            port=url.port or (443 if url.scheme == "https" else 80),
+            ssl=url.scheme == "https",
+            connection_timeout=timeout,
+            network_timeout=timeout,
+            concurrency=self.concurrency,
+        )
+        # Every connection stamps its reads with the kernel's arrival time (rx_timestamps).
+        self.http._connection_pool._create_tcp_socket = timestamped_socket
+        self.endpoint = self.workload.endpoint
+        self.path = url.path.rstrip("/") + self.endpoint.path
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.auth_headers}
+
+    def on_stop(self) -> None:
+        http = getattr(self, "http", None)
+        if http is not None:
+            http.close()
+
+    def _stream(self, body: bytes, timer: StreamTimer) -> Any:
+        try:
+            resp = self.http.request("POST", self.path, body=body, headers=self.headers)
+        except TimeoutError as e:
+            return timer.fail(ErrorKind.TIMEOUT, f"no response within the request timeout ({e})", time.perf_counter())
+        except (OSError, HTTPParseError) as e:
+            return timer.fail(ErrorKind.CONNECT, _one_line(e), time.perf_counter())
+        try:
+            if resp.status_code != 200:
+                detail = resp.read(300).decode("utf-8", "replace")
+                return timer.fail(
+                    http_error_kind(resp.status_code),
+                    f"HTTP {resp.status_code}: {_one_line(detail)}",
+                    time.perf_counter(),
+                )
+            parser = SseParser()
+            apply_event = self.endpoint.apply_event
+            readline = resp.readline
+            arrived = _arrival_clock(resp)
+            while line := readline(b"\n"):
+                now = arrived()
+                for payload in parser.feed(line):
+                    try:
+                        ended = apply_event(payload, timer, now)
+                    except SHAPE_ERRORS as e:
+                        raise unexpected_shape(e) from None
+                    if ended:
+                        record = timer.finish(now)
+                        _drain(resp)
+                        return record
+            return timer.fail(ErrorKind.TRUNCATED, "stream ended before its end event", time.perf_counter())
+        except TimeoutError:
+            return timer.fail(ErrorKind.TIMEOUT, "stream stalled past the request timeout", time.perf_counter())
+        except StreamErrorEvent as e:
+            return timer.fail(ErrorKind.STREAM_ERROR, str(e), time.perf_counter())
+        except StreamProtocolError as e:
+            return timer.fail(ErrorKind.PROTOCOL, _one_line(e), time.perf_counter())
+        except (OSError, HTTPParseError) as e:
+            return timer.fail(ErrorKind.TRUNCATED, f"stream broken: {_one_line(e)}", time.perf_counter())
+        finally:
+            resp.release()
+
+
+class ChatStreamUser(SseChatUser):
+    """Closed loop: each user sends its next request when the previous one has ended."""
+
+    @task
+    def chat(self) -> None:
+        req = self.turn_to_send()
+        body = json.dumps(req.body).encode()
+        timer = start_timer(req, time.time(), time.perf_counter())
+        record = self._report(timer, lambda: self._stream(body, timer))
+        self.after_turn(req, record, timer)
+
+
+def _arrival_clock(resp: Any) -> Callable[[], float]:
+    """When the line `readline` just returned had arrived: the socket's receive stamp where the
+    connection has one (geventhttpclient keeps the socket in `_sock`), else the time of parsing."""
+    sock = getattr(resp, "_sock", None)
+    if isinstance(sock, TimestampedSocket):
+        return lambda: sock.received_at
+    return time.perf_counter
+
+
+def _drain(resp: Any) -> None:
+    """Read the rest of the body (the chunked terminator) so the connection can be kept alive."""
+    # On failure release() closes the connection instead; the record is complete either way.
+    with contextlib.suppress(OSError, HTTPParseError):
+        resp.read()
+
+
+def _one_line(value: Any) -> str:
+    text = " ".join(str(value).split())
+    return text[:200] or type(value).__name__

@@ -1,0 +1,137 @@
+"""A user built on the official `openai` SDK (streaming), for teams that want their app's client.
+
+It measures the same things as `ChatStreamUser` with the SDK's own HTTP stack and parsing, which
+costs several times more CPU per chunk (pydantic objects per event): give it more processes.
+`max_retries=0`: the SDK would otherwise retry failures silently and hide them from the gate.
+"""
+
+from __future__ import annotations
+
+import functools
+import ssl
+import time
+from typing import Any
+
+import openai
+from locust import task
+from openai.types.chat import ChatCompletionChunk
+from slogate.locustfiles.load.sse import (
+    SHAPE_ERRORS,
+    StreamProtocolError,
+    checked_counts,
+    checked_text,
+    unexpected_shape,
+)
+from slogate.locustfiles.load.timer import StreamTimer
+from slogate.locustfiles.load.users import ChatUser, start_timer
+from slogate.slo.gate.record import ErrorKind, RequestRecord, http_error_kind
+from slogate.slo.plugin import target
+
+_NON_STANDARD_FIELDS = ("ignore_eos",)  # vLLM extensions the SDK only sends through extra_body
+
+
+_SAMPLE_CHUNK = {
+    "id": "warm-up",
+    "object": "chat.completion.chunk",
+    "created": 0,
+    "model": "m",
+    "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": None}],
+}
+
+
+@functools.cache
+def _warm_sdk() -> None:
+    """Once per process, off the clock: the SDK builds its chunk models' pydantic schemas on the
+    first chunk it parses (~10 ms), which would land in the first stream's TTFT or ITL."""
+    ChatCompletionChunk.model_validate(_SAMPLE_CHUNK)
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One per process: loading the CA bundle takes ~40 ms of CPU, and each SDK client would load
+    its own, stalling every stream in flight while users start (1.4 s with 30 users, measured)."""
+    return ssl.create_default_context()
+
+
+class OpenAIChatUser(ChatUser):
+    def on_start(self) -> None:
+        super().on_start()
+        self.connect()
+
+    def connect(self) -> None:
+        """(Re)create the SDK client for `base_url`."""
+        self.client = openai.OpenAI(
+            base_url=self.base_url + "/v1",
+            api_key=target.api_key() or "EMPTY",
+            default_headers=self.auth_headers,  # overrides the SDK's Bearer header when the URL had credentials
+            max_retries=0,
+            timeout=self.workload.config.request_timeout_s,
+            http_client=openai.DefaultHttpxClient(verify=_tls_context(), event_hooks={"request": [self._on_send]}),
+        )
+        self.client.chat.completions  # noqa: B018  (the SDK imports its resources on first use: not on the clock)
+        _warm_sdk()
+
+    def on_stop(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+
+    @task
+    def chat(self) -> None:
+        req = self.turn_to_send()
+        body = dict(req.body)
+        extra = {k: body.pop(k) for k in _NON_STANDARD_FIELDS if k in body}
+        timer = self._timer = start_timer(req, time.time(), time.perf_counter())
+        record = self._report(timer, lambda: self._stream(body, extra, timer))
+        self.after_turn(req, record, timer)
+
+    def _on_send(self, _request: Any) -> None:
+        """httpx's request hook, called as the request goes out: the SDK's ~4 ms of request
+        building and validation before it are the client's, not the server's TTFT."""
+        self._timer.sent(time.perf_counter())
+
+    def _stream(self, body: dict[str, Any], extra: dict[str, Any], timer: StreamTimer) -> RequestRecord:
+        perf = time.perf_counter
+        saw_usage = False
+        try:
+            for chunk in self.client.chat.completions.create(**body, extra_body=extra or None):
+                try:
+                    saw_usage = _apply_chunk(chunk, timer, perf()) or saw_usage
+                except SHAPE_ERRORS as e:  # the SDK does not validate chunks: `{"choices": [null]}` passes
+                    raise unexpected_shape(e) from None
+        except StreamProtocolError as e:
+            return timer.fail(ErrorKind.PROTOCOL, str(e)[:200], perf())
+        except openai.APIStatusError as e:
+            return timer.fail(http_error_kind(e.status_code), f"HTTP {e.status_code}: {e.message}"[:200], perf())
+        except openai.APITimeoutError:
+            return timer.fail(ErrorKind.TIMEOUT, "no byte within the request timeout", perf())
+        except openai.APIConnectionError as e:
+            kind = ErrorKind.TRUNCATED if timer.token_events else ErrorKind.CONNECT
+            return timer.fail(kind, f"{e.message}: {e.__cause__ or ''}"[:200], perf())
+        except openai.APIError as e:
+            return timer.fail(ErrorKind.STREAM_ERROR, e.message[:200], perf())
+        end = perf()
+        if not saw_usage and timer.token_events:
+            # We always ask for include_usage; the SDK ends quietly when a stream stops early.
+            return timer.fail(ErrorKind.TRUNCATED, "stream ended without its usage chunk", end)
+        return timer.finish(end)
+
+
+def _apply_chunk(chunk: Any, timer: StreamTimer, now: float) -> bool:
+    """One `ChatCompletionChunk` onto the timer, as `sse.apply_chat_event` does for raw SSE; True
+    when it carried the usage. (The SDK itself turns numeric strings and floats into ints, and an
+    empty `usage` into one whose fields are None: that one is absent, as in raw SSE.)"""
+    if chunk.choices:
+        d = chunk.choices[0].delta
+        if d is not None and (
+            d.content or d.tool_calls or getattr(d, "reasoning_content", None) or getattr(d, "reasoning", None)
+        ):
+            timer.token(now, checked_text(d.content))
+    usage = chunk.usage
+    if not usage or (usage.prompt_tokens is None and usage.completion_tokens is None):
+        return False
+    details = usage.prompt_tokens_details
+    timer.usage(
+        *checked_counts(usage.prompt_tokens, usage.completion_tokens, details.cached_tokens if details else None)
+    )
+    return True

@@ -1,0 +1,86 @@
+"""Ending a run from inside it: stopped because its figures cannot mean anything (`abort_run`),
+ended before its --run-time with every worker's last samples (`end_run`), or refused before any
+load for a bad option (`usage_exit`, exit 2)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import gevent
+from locust.rpc import Message
+from slogate.slo.gate import exitcodes
+from slogate.slo.gate.facts import WorkloadFacts
+from slogate.slo.gate.judge import usage_error
+from slogate.slo.gate.report import RunInfo, public_url
+from slogate.slo.outputs.render import write_reports
+from slogate.slo.plugin.gate import Gate, gate_for
+
+log = logging.getLogger("slogate")
+BAD_CONFIG = "bad configuration"
+
+
+def abort_run(environment: Any, reason: str) -> None:
+    """Stop the run because its figures cannot mean anything (e.g. the target is unreachable).
+    The verdict becomes inconclusive with this reason."""
+    gate = gate_for(environment)
+    if reason not in gate.problems:
+        gate.problems.append(reason)
+        log.error("slogate: %s", reason)
+    _stop(gate)
+
+
+def _stop(gate: Gate) -> None:
+    runner = gate.environment.runner
+    if runner is not None and not gate.is_worker:
+        # In a greenlet of its own: called from a user's greenlet, which quit() kills, it would
+        # otherwise die half-way and leave the run going until --run-time.
+        gevent.spawn(runner.quit)
+
+
+def end_run(environment: Any) -> None:
+    """End the run before its --run-time: a master stops its workers, so that their last samples
+    arrive, then quits; a single process quits. A worker ends nothing (its master does)."""
+    gate = gate_for(environment)
+    if gate.is_master:
+        gevent.spawn(end_gracefully, environment.runner)
+    else:
+        _stop(gate)
+
+
+def end_gracefully(runner: Any) -> None:
+    """A master's end of run: stop every worker (each flushes its last samples), then quit."""
+    # stop() drops workers that do not stop within --stop-timeout from the master's list, so
+    # quit() would never tell them: they would linger (60 s) after the run. Tell every worker.
+    workers = [client.id for client in runner.clients.all]
+    runner.stop()
+    for worker in workers:
+        runner.server.send_to_client(Message("quit", None, worker))
+    runner.quit()
+
+
+def note_workload(environment: Any, model: str, workload: WorkloadFacts) -> None:
+    """Record what the load looked like, for the report (and for baselines to compare like with
+    like). A user calls it once its workload is ready (shared prefixes primed)."""
+    gate = gate_for(environment)
+    first = gate.model is None
+    gate.model, gate.workload = model, workload
+    if first:
+        gate.restart_server_counters()
+
+
+def usage_exit(environment: Any, message: str) -> None:
+    """For the locustfiles' own option checks: the same one line, error report and exit 2 as a bad
+    SLO file, before any load is sent."""
+    refuse(gate_for(environment), message)
+
+
+def refuse(gate: Gate, message: str) -> None:
+    """A bad SLO file, baseline or option: one line on stderr, an error report, exit 2 before any
+    load is sent."""
+    sys.stderr.write(f"slogate: error: {message}\n")
+    report_dir = getattr(gate.options, "slo_report_dir", None)
+    if report_dir and not gate.is_worker:
+        write_reports(usage_error(message, RunInfo(target=public_url(gate.environment.host))), report_dir)
+    sys.exit(exitcodes.USAGE)

@@ -1,0 +1,262 @@
+"""The gate's per-process state (one `Gate` per Locust environment, `gate_for`): the SLO file,
+baseline and alert settings read from the options, what was measured so far, the run's facts for
+the report, and the report as of now (`snapshot`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import gevent
+from locust.runners import MasterRunner, WorkerRunner
+from slogate.slo.gate.baseline import BaselineError, load_baseline
+from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, REGRESSIONS, unknown_names, waits_for
+from slogate.slo.gate.facts import ABORTED, RUN_TIME, Breach, RunStop, WorkloadFacts, utc_iso
+from slogate.slo.gate.intervals import DEFAULT_INTERVAL_S
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.regression import Baseline
+from slogate.slo.gate.report import Report, RunInfo, public_command, public_url
+from slogate.slo.gate.self_check import MAX_LOOP_LAG_P99_MS
+from slogate.slo.gate.server_figures import ServerFigures
+from slogate.slo.gate.spec import SloSpec, SloSpecError, goodput_targets, load_spec, with_overrides
+from slogate.slo.outputs.charts import live_chart_data
+from slogate.slo.outputs.publish import AlertSettings
+from slogate.slo.outputs.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NotifyPolicyError, parse_notify
+from slogate.slo.outputs.vllm_export import ExportError, parse_exports
+from slogate.slo.plugin import target
+from slogate.slo.plugin.listener import RecordListener
+from slogate.slo.plugin.loop_lag import LoopLagMonitor
+from slogate.slo.plugin.scraper import Scraper
+
+CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError, ExportError)
+# The master's goodput targets travel to the workers in Locust's spawn message (which carries every
+# custom option), so workers count good requests without reading the SLO file themselves.
+GOODPUT_OPTION = "slogate_goodput_targets"
+RUN_TIME_SLACK_S = 1.0  # a run this close to its --run-time ran it whole
+
+
+class Gate:
+    """Per-process state of the gate; one per Locust environment."""
+
+    def __init__(self, environment: Any) -> None:
+        self.environment = environment
+        self.listener = RecordListener()
+        self.merged = MetricsStore()  # master only: what the workers sent
+        self.spec: SloSpec | None = None
+        self.baseline: Baseline | None = None
+        self.alerts = AlertSettings()
+        self.exports: list[tuple[str, str]] = []
+        self.problems: list[str] = []
+        self.workload = WorkloadFacts()
+        self.model: str | None = None
+        self.started_at: float | None = None
+        self.workers_reporting: set[str] = set()
+        self.workers_started: set[str] = set()  # master: workers connected when the test started
+        self.workers_flushed: set[str] = set()  # master: workers whose final samples arrived
+        self.run_time_s: float | None = None  # master: --run-time, which the gate enforces itself
+        self.judged = False
+        self.scraper: Scraper | None = None
+        # The run's own greenlets, killed at its stop: the one that stops a run whose target never
+        # answers, the one that trims Locust's per-second counts, --slo-abort-on-fail's window judge.
+        self.watchers: list[Any] = []
+        self.breach: Breach | None = None
+        # --slo-stop-when-decided: the settings, what keeps the run to its run time, and the stop.
+        self.stop_when_decided = False
+        self.confidence = DEFAULT_CONFIDENCE
+        self.not_blocking: tuple[str, ...] = ()
+        self.waiting_for: list[str] = []
+        self.stopped: RunStop | None = None
+        self.planned_s: float | None = None  # --run-time, when the run has one
+        self.loop_monitor = LoopLagMonitor(lambda: self.listener.store)
+        self.server: ServerFigures | None = None
+
+    @property
+    def options(self) -> Any:
+        return self.environment.parsed_options
+
+    @property
+    def is_master(self) -> bool:
+        return isinstance(self.environment.runner, MasterRunner)
+
+    @property
+    def is_worker(self) -> bool:
+        return isinstance(self.environment.runner, WorkerRunner)
+
+    def configure(self, with_baseline: bool) -> None:
+        """Read the SLO file, the baseline and the alert policy from the options; raises
+        SloSpecError, BaselineError or NotifyPolicyError (usage errors) before any load."""
+        opts = self.options
+        path = getattr(opts, "slo_file", None)
+        spec = load_spec(path) if path else None
+        self.spec = spec and with_overrides(
+            spec, min_samples=getattr(opts, "slo_min_samples", 0), warmup_s=getattr(opts, "slo_warmup_s", -1)
+        )
+        baseline_path = getattr(opts, "slo_baseline", "") if with_baseline else ""
+        self.baseline = load_baseline(baseline_path) if baseline_path else None
+        self.alerts = AlertSettings(
+            getattr(opts, "slack_channel", "") or None,
+            parse_notify(getattr(opts, "slack_notify", DEFAULT_NOTIFY)),
+            getattr(opts, "slack_timeout_s", DEFAULT_BUDGET_S),
+        )
+        self.exports = parse_exports(getattr(opts, "export", None))
+        if getattr(opts, "slo_abort_on_fail", False):
+            window_s = getattr(opts, "slo_window_s", None)
+            if not isinstance(window_s, int | float) or window_s <= 0:
+                raise SloSpecError(f"--slo-window-s: must be > 0, got {window_s!r}")
+            if self.interval_s <= 0:
+                raise SloSpecError("--slo-abort-on-fail judges the time series: --slo-interval-s must be > 0")
+            if spec is None:
+                raise SloSpecError("--slo-abort-on-fail judges the SLO file's objectives: give --slo-file")
+        self.configure_early_stop(with_baseline)
+
+    def configure_early_stop(self, with_baseline: bool) -> None:
+        """`--slo-stop-when-decided`, `--slo-confidence` and `--slo-not-blocking`; SloSpecError for bad ones."""
+        opts = self.options
+        confidence = getattr(opts, "slo_confidence", DEFAULT_CONFIDENCE)
+        if not isinstance(confidence, int | float) or not 0 < confidence < 1:
+            raise SloSpecError(f"--slo-confidence: must be in (0, 1), e.g. 0.99, got {confidence!r}")
+        self.confidence = float(confidence)
+        self.not_blocking = tuple(
+            n.strip() for n in (getattr(opts, "slo_not_blocking", "") or "").split(",") if n.strip()
+        )
+        self.stop_when_decided = bool(getattr(opts, "slo_stop_when_decided", False))
+        if not self.stop_when_decided:
+            return
+        if self.spec is None:
+            raise SloSpecError("--slo-stop-when-decided decides the SLO file's objectives: give --slo-file")
+        unknown = unknown_names(self.spec, self.not_blocking)
+        if unknown:
+            names = ", ".join(o.name for o in self.spec.objectives)
+            raise SloSpecError(
+                f"--slo-not-blocking: {unknown[0]!r} is not an objective of {self.spec.source} "
+                f"(objectives: {names}; or {REGRESSIONS!r} for the baseline's rules)"
+            )
+        self.waiting_for = waits_for(self.spec, self.not_blocking, with_baseline and self.baseline is not None)
+
+    def run_stop(self, ended: float, final: bool) -> RunStop | None:
+        """Why the run ended, as far as known: decided early, aborted on a breach, or (at the end)
+        its whole --run-time run."""
+        if self.stopped is not None:
+            return self.stopped
+        if self.breach is not None:
+            return RunStop(ABORTED, round(self.breach.after_s, 3), self.planned_s)
+        ran = None if self.started_at is None else ended - self.started_at
+        if final and self.planned_s and ran is not None and ran >= self.planned_s - RUN_TIME_SLACK_S:
+            return RunStop(RUN_TIME, round(ran, 3), self.planned_s)
+        return None
+
+    @property
+    def interval_s(self) -> float:
+        value = getattr(self.options, "slo_interval_s", DEFAULT_INTERVAL_S)
+        return max(0.0, float(DEFAULT_INTERVAL_S if value is None else value))
+
+    def goodput_targets(self) -> dict[str, dict[str, float]] | None:
+        """From the SLO file; a worker takes the master's (sent with the spawn message)."""
+        if not self.is_worker:
+            return goodput_targets(self.spec)
+        shipped = getattr(self.options, GOODPUT_OPTION, None)
+        return json.loads(shipped) if shipped else goodput_targets(self.spec)
+
+    def start_listening(self) -> None:
+        targets = self.goodput_targets()
+        if not self.is_worker and self.options is not None:
+            setattr(self.options, GOODPUT_OPTION, json.dumps(targets) if targets else "")
+        self.listener.start(self.warmup_s, self.interval_s, targets)
+
+    def live_chart(self) -> dict[str, Any]:
+        """The web UI's TTFT-over-time chart: the time series so far and the SLO targets."""
+        return live_chart_data(self.metrics(), self.spec, self.started_at)
+
+    @property
+    def warmup_s(self) -> float:
+        if self.spec is not None:
+            return self.spec.warmup_s
+        override = getattr(self.options, "slo_warmup_s", -1)
+        return override if override is not None and override >= 0 else 0.0
+
+    def metrics(self) -> MetricsStore:
+        """Everything measured so far: merged worker data on a master, the local store otherwise."""
+        if self.is_master:
+            return self.merged
+        return self.listener.store
+
+    def run_info(self, final: bool = False) -> RunInfo:
+        ended = time.time()
+        runner = self.environment.runner
+        workers = self.workers_started | self.workers_reporting
+        problems = list(self.problems)
+        lost = sorted(workers - self.workers_flushed) if final and self.is_master else []
+        if lost:
+            problems.append(
+                f"{len(lost)} of {len(workers)} workers stopped reporting before the end "
+                "(killed or disconnected): their samples since their last report (up to 3 s) are missing"
+            )
+        return RunInfo(
+            source="locust",
+            target=public_url(self.environment.host),
+            model=self.model,
+            workload=self.workload,
+            started_at=utc_iso(self.started_at),
+            ended_at=utc_iso(ended),
+            duration_s=None if self.started_at is None else round(ended - self.started_at, 3),
+            warmup_s=self.warmup_s,
+            mode="master" if self.is_master else "local",
+            workers=len(workers) if self.is_master else 1,
+            workers_complete=len(self.workers_flushed) if self.is_master else 1,
+            users=getattr(runner, "user_count", None),
+            slo_file=self.spec.source if self.spec else None,
+            processes=max(1, len(workers)) if self.is_master else 1,
+            cpu_warning=bool(
+                getattr(runner, "cpu_warning_emitted", False) or getattr(runner, "worker_cpu_warning_emitted", False)
+            ),
+            max_client_lag_ms=getattr(self.options, "max_client_lag_ms", MAX_LOOP_LAG_P99_MS),
+            problems=problems,
+            command=public_command(["locust", *sys.argv[1:]]),
+            aborted=self.breach,
+            stopped=self.run_stop(ended, final),
+        )
+
+    def snapshot(self, final: bool = False) -> Report:
+        """The report as of now, without side effects (the web UI polls this while the run goes on);
+        `final` adds the baseline comparison and the lost-worker check."""
+        server = self.scraper.metrics.summary() if self.scraper is not None else self.server
+        return judge(self.spec, self.metrics(), self.run_info(final), server, self.baseline if final else None)
+
+    def start_scraper(self) -> None:
+        interval = getattr(self.options, "server_metrics_interval", 0) or 0
+        self.server = None
+        if interval > 0 and self.environment.host:
+            url, headers = target.resolve(self.environment)
+            self.scraper = Scraper(url, interval, headers)
+            self.scraper.start()
+
+    def restart_server_counters(self) -> None:
+        """The server's counters start once the workload is primed and the warm-up is over, so
+        that its TTFT and hit rate cover what the client judges (not the priming prefills)."""
+        if self.scraper is None or self.started_at is None:
+            return
+        delay = max(0.0, self.started_at + self.warmup_s - time.time())
+        gevent.spawn_later(delay, self.scraper.restart)
+
+    def stop_scraper(self) -> None:
+        if self.scraper is not None:
+            self.server = self.scraper.stop().summary()
+            self.scraper = None
+
+
+_gates: dict[int, Gate] = {}
+
+
+def gate_for(environment: Any) -> Gate:
+    gate = _gates.get(id(environment))
+    if gate is None:
+        gate = _gates[id(environment)] = Gate(environment)
+    return gate
+
+
+def every_gate() -> list[Gate]:
+    """The gates of this process (one per Locust environment; tests make several)."""
+    return list(_gates.values())

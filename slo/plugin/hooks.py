@@ -1,0 +1,129 @@
+"""The gate's Locust event handlers: configure at `init`, start listening and watching at
+`test_start`, ship and merge worker samples, flush at `test_stop`, and judge in `quitting`
+(module level, so after Locust's own handlers and its final worker reports), which sets the
+process exit code: 0 pass, 1 fail, 2 usage, 3 inconclusive."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import gevent
+from locust import events
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.outputs.publish import publish
+from slogate.slo.plugin import target, web_ui
+from slogate.slo.plugin.control import BAD_CONFIG, abort_run, end_gracefully, refuse
+from slogate.slo.plugin.gate import CONFIG_ERRORS, every_gate, gate_for
+from slogate.slo.plugin.watchers import start_watchers, stop_watchers
+from slogate.slo.plugin.wire import FLUSH_MESSAGE, WIRE_KEY, merge_from_worker, on_worker_flush, worker_payload
+
+log = logging.getLogger("slogate")
+
+
+@events.init.add_listener
+def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
+    target.strip_environment(environment)  # first: before the web UI renders the host or a log names it
+    gate = gate_for(environment)
+    if environment.parsed_options is None:
+        return
+    try:
+        gate.configure(with_baseline=not gate.is_worker)
+    except CONFIG_ERRORS as e:
+        refuse(gate, str(e))
+    if environment.web_ui is not None:
+        web_ui.install(
+            environment.web_ui,
+            gate.snapshot,
+            lambda host: target.remember(environment, host) or "",
+            series=gate.live_chart,
+        )
+    if not gate.is_worker and environment.parsed_options.run_time:
+        gate.planned_s = float(environment.parsed_options.run_time)  # before a master takes it over
+    if gate.is_master:
+        runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: on_worker_flush(gate, msg))
+        opts = environment.parsed_options
+        if opts.headless and opts.run_time:
+            # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their
+            # last samples arrive (and loses them outright with --stop-timeout). End it ourselves:
+            # stop, which waits for every worker to stop and so for its final flush, then quit.
+            gate.run_time_s, opts.run_time = opts.run_time, None
+    else:
+        environment.events.request.add_listener(gate.listener.on_request)
+
+
+@events.test_start.add_listener
+def on_test_start(environment: Any, **_: Any) -> None:
+    target.strip_environment(environment)  # the host may have changed since init (web UI, API)
+    gate = gate_for(environment)
+    if environment.parsed_options is not None and not gate.is_worker:
+        try:  # the web UI form may have changed the options since init
+            gate.configure(with_baseline=True)
+        except CONFIG_ERRORS as e:
+            abort_run(environment, f"{BAD_CONFIG}: {e}")
+    gate.started_at = time.time()
+    gate.model = None  # set again by the users (or workers) once their workload is primed
+    gate.problems = [p for p in gate.problems if p.startswith(BAD_CONFIG)]
+    gate.merged = MetricsStore()
+    gate.workers_reporting.clear()
+    gate.workers_flushed.clear()
+    gate.workers_started = set(environment.runner.clients) if gate.is_master else set()
+    if gate.run_time_s:
+        log.info("slogate: the run ends after %s s, once every worker has sent its last samples", gate.run_time_s)
+        gevent.spawn_later(gate.run_time_s, end_gracefully, environment.runner)
+        gate.run_time_s = None  # once
+    gate.judged = False
+    gate.breach = None
+    gate.stopped = None
+    gate.start_listening()
+    if not gate.is_master:
+        gate.loop_monitor.start()
+    if not gate.is_worker and environment.parsed_options is not None:
+        gate.start_scraper()
+        start_watchers(gate)
+
+
+@events.reset_stats.add_listener
+def on_reset_stats(**_: Any) -> None:
+    for gate in every_gate():
+        gate.merged = MetricsStore()
+        gate.start_listening()
+
+
+@events.report_to_master.add_listener
+def on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    for gate in every_gate():
+        if gate.is_worker:
+            data[WIRE_KEY] = worker_payload(gate)
+
+
+@events.test_stop.add_listener
+def on_test_stop(environment: Any, **_: Any) -> None:
+    gate = gate_for(environment)
+    gate.stop_scraper()
+    gate.loop_monitor.stop()
+    stop_watchers(gate)
+    if gate.is_worker and environment.runner is not None:
+        # Ship what is left now: the message reaches the master before this worker's
+        # `client_stopped`, so the master's figures are complete when its own test_stop fires.
+        environment.runner.send_message(FLUSH_MESSAGE, worker_payload(gate))
+
+
+@events.worker_report.add_listener
+def on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
+    for gate in every_gate():
+        if gate.is_master and WIRE_KEY in data:
+            merge_from_worker(gate, client_id, data[WIRE_KEY])
+
+
+@events.quitting.add_listener
+def on_quitting(environment: Any, **_: Any) -> None:
+    gate = gate_for(environment)
+    if gate.is_worker or gate.judged or environment.parsed_options is None:
+        return
+    gate.judged = True
+    gate.stop_scraper()
+    report = gate.snapshot(final=True)
+    publish(report, environment.parsed_options.slo_report_dir, gate.alerts, gate.exports)
+    environment.process_exit_code = report.exit_code

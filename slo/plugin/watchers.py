@@ -1,0 +1,136 @@
+"""The run's background watchers (greenlets the gate starts at `test_start` and kills at
+`test_stop`): the target never answers, --slo-abort-on-fail's window judge, and the trimming of
+Locust's per-second counts on long runs."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import gevent
+from slogate.slo.gate.early_stop import certain_verdict, look
+from slogate.slo.gate.facts import DECIDED, RunStop
+from slogate.slo.gate.metrics import ClassMetrics
+from slogate.slo.gate.record import ALL, ErrorKind
+from slogate.slo.gate.self_check import assess
+from slogate.slo.gate.window import first_breach, objectives_on_tags, unwindowed_note
+from slogate.slo.plugin.control import abort_run, end_run
+from slogate.slo.plugin.gate import Gate
+from slogate.slo.plugin.listener import LOCUST_RATE_KEEP_S, trim_rate_counts
+
+log = logging.getLogger("slogate")
+BREACH_CHECK_S = 2.0  # how often --slo-abort-on-fail judges the window
+DECISION_CHECK_S = 2.0  # how often --slo-stop-when-decided looks (its bounds hold at any look)
+
+
+def start_watchers(gate: Gate) -> None:
+    """The master's (or single process's) watchers for this run, as its options ask."""
+    opts = gate.options
+    gate.watchers += [
+        gevent.spawn(watch_reachability, gate, opts.slo_unreachable_s),
+        gevent.spawn(trim_locust_rate_counts, gate.environment),
+    ]
+    if gate.stop_when_decided and gate.spec is not None:
+        gate.watchers.append(gevent.spawn(watch_decisions, gate))
+        note = early_stop_note(gate.confidence, gate.waiting_for, gate.not_blocking)
+        (log.warning if gate.waiting_for else log.info)("slogate: %s", note)  # waiting defeats the early stop
+    if opts.slo_abort_on_fail and gate.spec is not None:
+        gate.watchers.append(gevent.spawn(watch_breaches, gate, opts.slo_window_s))
+        note = unwindowed_note(objectives_on_tags(gate.spec))
+        if note:
+            log.warning("slogate: %s", note)
+
+
+def early_stop_note(confidence: float, waiting_for: list[str], not_blocking: tuple[str, ...]) -> str:
+    """The one line a run with --slo-stop-when-decided starts with: what it waits for."""
+    line = f"--slo-stop-when-decided: the run stops once every SLO is decided at {confidence:.0%} confidence"
+    if waiting_for:
+        line += (
+            f"; {', '.join(waiting_for)} cannot be decided before the end and keep the run to its --run-time "
+            "(--slo-not-blocking NAMES judges them at the stop instead)"
+        )
+    elif not_blocking:
+        line += f"; {', '.join(not_blocking)} judged at the stop, not waited for"
+    return line
+
+
+def watch_decisions(gate: Gate) -> None:
+    """--slo-stop-when-decided: end the run at the first look where its verdict is certain."""
+    while gate.spec is not None and gate.started_at is not None:
+        gevent.sleep(DECISION_CHECK_S)
+        metrics, run = gate.metrics(), gate.run_info()
+        saturation = assess(metrics, run.cpu_warning, run.processes, run.max_client_lag_ms)
+        looks = look(gate.spec, metrics, gate.confidence, saturation.client_delay_ms if saturation else 0.0)
+        verdict = certain_verdict(looks, gate.waiting_for)
+        if verdict is not None:
+            after = round(time.time() - gate.started_at, 3)
+            gate.stopped = RunStop(DECIDED, after, gate.planned_s, verdict, gate.confidence, tuple(looks))
+            log.info("slogate: %s", gate.stopped.line())
+            end_run(gate.environment)
+            return
+
+
+def stop_watchers(gate: Gate) -> None:
+    for watcher in gate.watchers:
+        watcher.kill(block=False)
+    gate.watchers.clear()
+
+
+def watch_breaches(gate: Gate, window_s: float) -> None:
+    """--slo-abort-on-fail: stop the run (a fail) at the first objective that breaches beyond noise
+    over the last `window_s` seconds. Objectives on a name the run turns out to measure as a tag
+    (a trace's `class`) are named once, as those on conversation tags were at the start."""
+    noted = {o.name for o in objectives_on_tags(gate.spec)} if gate.spec is not None else set()
+    while gate.spec is not None and gate.started_at is not None:
+        gevent.sleep(BREACH_CHECK_S)
+        metrics, run = gate.metrics(), gate.run_info()
+        late = [
+            o
+            for o in objectives_on_tags(gate.spec, metrics.tags.keys() - metrics.classes.keys())
+            if o.name not in noted
+        ]
+        if late:
+            log.warning("slogate: %s", unwindowed_note(late))
+            noted.update(o.name for o in late)
+        saturation = assess(metrics, run.cpu_warning, run.processes, run.max_client_lag_ms)
+        delay = saturation.client_delay_ms if saturation else 0.0
+        breach = first_breach(gate.spec, metrics.intervals, time.time(), gate.started_at, window_s, delay)
+        if breach is not None:
+            gate.breach = breach
+            log.error("slogate: %s", breach.message)
+            end_run(gate.environment)
+            return
+
+
+def unreachable_reason(total: ClassMetrics, waited_s: float, limit_s: float) -> str | None:
+    """Why to stop a run whose target never answered: no request succeeded in `limit_s` and some
+    were refused or timed out (a slow server that answers at all is measured, not stopped)."""
+    if limit_s <= 0 or waited_s < limit_s or total.successes:
+        return None
+    refused = total.errors_by_kind.get(ErrorKind.CONNECT, 0) + total.errors_by_kind.get(ErrorKind.TIMEOUT, 0)
+    if not refused:
+        return None
+    return (
+        f"target unreachable: no request succeeded in {waited_s:.0f} s, {refused} refused or timed out "
+        f"(--slo-unreachable-s {limit_s:g})"
+    )
+
+
+def trim_locust_rate_counts(environment: Any) -> None:
+    """Every minute, Locust's per-second counts trimmed to the last minute (`trim_rate_counts`)."""
+    while True:
+        gevent.sleep(LOCUST_RATE_KEEP_S)
+        trim_rate_counts(environment.stats, time.time() - LOCUST_RATE_KEEP_S)
+
+
+def watch_reachability(gate: Gate, limit_s: float) -> None:
+    """Stop a run early when the target does not answer (instead of waiting out --run-time)."""
+    started = time.monotonic()
+    while True:
+        gevent.sleep(1.0)
+        waited = time.monotonic() - started - gate.warmup_s  # warm-up requests are not in the store
+        reason = unreachable_reason(gate.metrics().get(ALL), waited, limit_s)
+        if reason:
+            abort_run(gate.environment, reason)
+            return

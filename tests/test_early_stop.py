@@ -1,0 +1,190 @@
+"""`--slo-stop-when-decided`: a run ends as soon as its verdict is certain, pass or fail, with
+anytime-valid bounds (the statistics themselves: tests/test_sequential.py)."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from slogate.slo.gate.early_stop import AT_END, REGRESSIONS, certain_verdict, look, unknown_names, waits_for
+from slogate.slo.gate.facts import DECIDED, RunStop
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ErrorKind, RequestRecord
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.spec import parse_spec
+from slogate.slo.outputs.render import render_markdown
+
+TTFT = {"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}
+T0 = 1_000.0
+
+
+def spec_of(*objectives: dict, min_samples: int = 1, **extra: object):
+    return parse_spec({"slos": list(objectives), "min_samples": min_samples, **extra})
+
+
+def store_with(ttfts_ms: list[float], failures: int = 0, goodput_ms: float | None = None) -> MetricsStore:
+    store = MetricsStore()
+    if goodput_ms is not None:
+        store.set_goodput_targets({"all": {"ttft": goodput_ms}})
+    for i, ms in enumerate(ttfts_ms):
+        store.add(RequestRecord("shared", T0 + i * 0.1, e2e_us=int(ms * 1000) + 50_000, ttft_us=int(ms * 1000)))
+    for i in range(failures):
+        store.add(RequestRecord("shared", T0 + i * 0.1, e2e_us=1000, error_kind=ErrorKind.HTTP_5XX))
+    return store
+
+
+def lognormal_ms(n: int, median_ms: float, seed: int = 1) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.lognormvariate(0, 0.3) * median_ms for _ in range(n)]
+
+
+def test_a_latency_far_below_its_target_passes_once_the_bound_is_below_it() -> None:
+    spec = spec_of(TTFT)
+    few = look(spec, store_with(lognormal_ms(20, 30.0)), 0.99)
+    assert [lk.state for lk in few] == ["undecided"]  # 20 samples cannot make a 99 % p95 bound
+    many = look(spec, store_with(lognormal_ms(400, 30.0)), 0.99)
+    (lk,) = many
+    assert lk.state == "pass" and lk.upper is not None and lk.upper <= 200 and lk.unit == "ms"
+    assert certain_verdict(many, waiting_for=[]) == "pass"
+
+
+def test_a_latency_far_above_fails_and_min_samples_still_hold() -> None:
+    slow = store_with(lognormal_ms(12, 400.0))
+    (lk,) = look(spec_of(TTFT), slow, 0.99)
+    assert lk.state == "fail" and lk.lower is not None and lk.lower > 200
+    assert [lk.state for lk in look(spec_of(TTFT, min_samples=50), slow, 0.99)] == ["undecided"]
+    # what the load generator's own delay could have added keeps it from failing early
+    (delayed,) = look(spec_of(TTFT), slow, 0.99, client_delay_ms=lk.lower)
+    assert delayed.state == "undecided"
+
+
+def test_one_certain_failure_decides_the_run_whatever_else_is_undecided() -> None:
+    spec = spec_of(TTFT, {"name": "tpot", "metric": "tpot", "percentile": 50, "max_ms": 10})
+    looks = look(spec, store_with(lognormal_ms(30, 500.0)), 0.99)
+    assert [lk.state for lk in looks] == ["fail", "undecided"]
+    assert certain_verdict(looks, waiting_for=["server-thing"]) == "fail"
+
+
+def test_error_rate_and_goodput_are_decided_by_proportion_bounds() -> None:
+    spec = spec_of(
+        {"name": "errors", "metric": "error_rate", "max": 0.05},
+        {"name": "good", "metric": "goodput", "min": 0.9, "ttft_ms": 200},
+    )
+    clean = look(spec, store_with(lognormal_ms(600, 30.0), goodput_ms=200), 0.99)
+    assert [lk.state for lk in clean] == ["pass", "pass"]
+    assert clean[1].lower is not None and 0.9 < clean[1].lower <= 1.0  # goodput's own bounds, not the miss rate's
+    failing = look(spec, store_with(lognormal_ms(100, 30.0), failures=60, goodput_ms=200), 0.99)
+    assert [lk.state for lk in failing] == ["fail", "fail"]
+
+
+def test_what_only_the_end_can_judge_keeps_the_run_unless_it_is_not_blocking() -> None:
+    spec = spec_of(
+        TTFT,
+        {"name": "hits", "metric": "prefix_cache_hit_rate", "min": 0.5},
+        {"name": "tokens", "metric": "output_tokens_per_s", "min": 10},
+        regressions=[{"metric": "ttft", "percentile": 95, "max_increase_pct": 10}],
+    )
+    looks = look(spec, store_with(lognormal_ms(400, 30.0)), 0.99)
+    assert [lk.state for lk in looks] == ["pass", AT_END, AT_END]
+    waiting = waits_for(spec, (), with_baseline=True)
+    assert waiting == ["hits", "tokens", REGRESSIONS]
+    assert certain_verdict(looks, waiting) is None
+    assert waits_for(spec, ("hits", "tokens", REGRESSIONS), with_baseline=True) == []
+    assert waits_for(spec, ("hits", "tokens"), with_baseline=False) == []  # no baseline: no regression to wait for
+    assert certain_verdict(looks, []) == "pass"
+    assert unknown_names(spec, ("hits", "regressions", "typo")) == ["typo"]
+
+
+def test_the_stop_is_in_the_report_its_summary_and_reads_back() -> None:
+    spec = spec_of(TTFT)
+    store = store_with(lognormal_ms(400, 30.0))
+    looks = tuple(look(spec, store, 0.99))
+    stop = RunStop(DECIDED, 23.4, 120.0, "pass", 0.99, looks)
+    report = judge(spec, store, RunInfo(stopped=stop))
+    assert report.verdict == "pass" and report.exit_code == 0
+    line = stop.line()
+    assert line.startswith("Stopped after 23 s of 120 s: verdict certain (pass) at 99% confidence: ttft-p95 pass")
+    assert line in render_markdown(report)
+    back = Report.from_json(json.loads(json.dumps(report.to_json())))
+    assert back.run.stopped == stop
+
+
+def test_the_early_verdict_agrees_with_the_end_of_run_judge() -> None:
+    """A bound beyond the target puts the nearest-rank percentile beyond it too."""
+    for median in (30.0, 120.0, 170.0, 260.0, 400.0):
+        store = store_with(lognormal_ms(500, median, seed=int(median)))
+        looks = look(spec_of(TTFT), store, 0.99)
+        if looks[0].state in ("pass", "fail"):
+            assert str(judge(spec_of(TTFT), store, RunInfo()).verdict) == looks[0].state
+
+
+# --- headless runs against the fault server ------------------------------------------------------
+
+
+def slo_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "slo.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("users", "ttft_ms", "verdict", "code"),
+    [(["-u", "1"], 28, "pass", 0), (["--processes", "2", "-u", "2", "-r", "2"], 400, "fail", 1)],
+    ids=["7x-below-passes-local", "2x-above-fails-master"],
+)
+def test_a_120_s_gate_ends_as_soon_as_its_verdict_is_certain(
+    own_fault_server, locust_run, tmp_path: Path, users: list[str], ttft_ms: int, verdict: str, code: int
+) -> None:
+    url, _ = own_fault_server
+    slo = slo_file(
+        tmp_path, "slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n"
+    )
+    run = locust_run(
+        url, *users, "-t", "120s", "--slo-file", str(slo), "--slo-stop-when-decided", "--arrival-rate", "20",
+        "--model", f"ttft_ms={ttft_ms},tokens=2", "--shared-prefix-tokens", "20", locustfile="open-loop", timeout=150,
+    )  # fmt: skip
+    report = run.report
+    assert run.code == code and report["verdict"] == verdict, run.stderr[-2000:]
+    stopped = report["run"]["stopped"]
+    assert stopped["reason"] == DECIDED and stopped["verdict"] == verdict and stopped["planned_s"] == 120
+    assert stopped["after_s"] < 60  # decided long before its 120 s
+    assert stopped["objectives"][0]["state"] == verdict and stopped["objectives"][0]["samples"] >= 10
+    assert report["run"]["workers_complete"] == report["run"]["workers"]
+    assert f"verdict certain ({verdict})" in run.stdout
+
+
+def test_an_slo_only_the_end_can_judge_keeps_the_run_to_its_run_time(own_fault_server, locust_run, tmp_path) -> None:
+    url, _ = own_fault_server
+    slo = slo_file(
+        tmp_path,
+        "slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 200}\n"
+        "  - {name: tokens, metric: output_tokens_per_s, min: 1}\nmin_samples: 10\n",
+    )
+    args = ["-u", "1", "--slo-file", str(slo), "--slo-stop-when-decided", "--arrival-rate", "20",
+            "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20"]  # fmt: skip
+    waited = locust_run(url, *args, "-t", "12s", locustfile="open-loop", timeout=60)
+    assert waited.code == 0 and waited.report["run"]["stopped"]["reason"] == "run_time", waited.stderr[-2000:]
+    assert "--slo-stop-when-decided: the run stops once every SLO is decided at 99% confidence" in waited.stderr
+    assert "tokens cannot be decided before the end" in waited.stderr
+    listed = locust_run(url, *args, "-t", "120s", "--slo-not-blocking", "tokens", locustfile="open-loop", timeout=150)
+    assert listed.code == 0 and listed.report["run"]["stopped"]["reason"] == DECIDED, listed.stderr[-2000:]
+    assert [o["state"] for o in listed.report["run"]["stopped"]["objectives"]] == ["pass", AT_END]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "--slo-stop-when-decided decides the SLO file's objectives: give --slo-file"),
+        (["--slo-file", "SLO", "--slo-confidence", "1.5"], "--slo-confidence: must be in (0, 1)"),
+        (["--slo-file", "SLO", "--slo-not-blocking", "typo"], "--slo-not-blocking: 'typo' is not an objective"),
+    ],
+)
+def test_bad_early_stop_options_are_a_usage_error(
+    own_fault_server, locust_run, tmp_path: Path, args: list[str], message: str
+) -> None:
+    url, _ = own_fault_server
+    slo = slo_file(tmp_path, "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 100}\n")
+    run = locust_run(url, "-t", "5s", "--slo-stop-when-decided", *[str(slo) if a == "SLO" else a for a in args])
+    assert run.code == 2 and message in run.stderr
+    assert run.report["verdict"] == "error"

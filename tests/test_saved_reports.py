@@ -1,0 +1,40 @@
+"""Reports written before the facts were typed (`run.workload`, `run.aborted`, `server`, `alerts`
+as plain JSON objects) read back key for key, and `slogate judge` gives them the verdict and
+figures the code of that time gave (tests/data/reports: the report, its SLO file, and what
+`slogate judge` wrote for it then)."""
+
+import json
+from pathlib import Path
+
+from slogate.slo.gate.facts import Breach, TraceFacts
+from slogate.slo.gate.report import Report
+from slogate.slo.gate.server_figures import ServerFigures
+from slogate.slo.rejudge import judge_file
+
+DATA = Path(__file__).parent / "data" / "reports"
+OLD = DATA / "before-typed-facts.json"
+
+
+def without_timestamps(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k != "generated_at"}
+
+
+def test_an_old_report_reads_back_key_for_key() -> None:
+    old = json.loads(OLD.read_text())
+    report = Report.from_json(old, str(OLD))
+    assert isinstance(report.run.aborted, Breach) and isinstance(report.server, ServerFigures)
+    assert report.run.workload.trace == TraceFacts("t.jsonl", 403, 512, 1.0, 0.41, 0.4, True)
+    assert report.run.workload.open_loop is not None and report.run.workload.open_loop.rate_per_user == 10.0
+    assert report.alerts is not None and report.alerts.notified_for == ("fail",)
+    again = report.to_json()
+    assert again["run"].pop("stopped") is None  # the one field added since
+    assert again == old
+
+
+def test_slogate_judge_gives_an_old_report_the_verdict_and_figures_of_its_time(tmp_path: Path) -> None:
+    then = json.loads((DATA / "before-typed-facts.judged.json").read_text())
+    code = judge_file(str(OLD), str(DATA / "before-typed-facts.slo.yaml"), str(tmp_path))
+    now = json.loads((tmp_path / "slo-report.json").read_text())
+    assert code == then["exit_code"] == 1
+    assert now["run"].pop("stopped") is None
+    assert without_timestamps(now) == without_timestamps(then)
