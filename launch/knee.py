@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slogate.launch.runner import NoReport
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import DECIDED
 from slogate.slo.gate.record import ALL
@@ -30,7 +29,10 @@ from slogate.slo.gate.verdict import Verdict
 
 RunStep = Callable[[float, float, Path], Report]  # (offered rate in req/s, measured seconds, report dir) -> report
 SERVER_FIGURES = ("prefix_cache_hit_rate", "kv_cache_usage_max", "num_requests_waiting_max", "preemptions")
-JSON_NAME, MARKDOWN_NAME, PNG_NAME = "capacity.json", "capacity.md", "capacity.png"
+
+
+class NoReport(Exception):
+    """A step's run that wrote no readable report (a `RunStep` raises it); str() is one line."""
 
 
 class CapacityInputError(ValueError):

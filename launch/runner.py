@@ -12,16 +12,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from slogate.launch import launcher
+from slogate.launch.knee import NoReport
 from slogate.launch.locust_command import locust_argv
 from slogate.launch.profile import Profile
 from slogate.slo.gate.report import Report, ReportError
 
 LOG_NAME = "locust.log"
 LOCAL_HOST = "127.0.0.1"  # where launched profiles listen
-
-
-class NoReport(Exception):
-    """A Locust run that wrote no readable report; str() is one line, the last line of its log."""
 
 
 def read_report(report_dir: Path) -> Report:
@@ -31,9 +28,11 @@ def read_report(report_dir: Path) -> Report:
         return Report.from_json(json.loads(path.read_text()), str(path))
     except (OSError, ValueError, ReportError):
         log = report_dir / LOG_NAME
-        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.exists() else []
+        if not log.exists():
+            raise NoReport(f"the Locust run wrote no report in {report_dir} (its output is above)") from None
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
         said = f": {lines[-1].strip()}" if lines else ""
-        raise NoReport(f"the step's Locust run wrote no report{said} (see {log})") from None
+        raise NoReport(f"the Locust run wrote no report{said} (see {log})") from None
 
 
 def run_locust(

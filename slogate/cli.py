@@ -25,11 +25,11 @@ from slogate.launch import capacity, launcher
 from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, PNG_NAME, write_error
 from slogate.launch.compare import run_comparison
 from slogate.launch.installation import ensure_cpu_vllm, find_vllm
-from slogate.launch.knee import CapacityInputError, SearchSettings, outcome_exit_code
+from slogate.launch.knee import CapacityInputError, NoReport, SearchSettings, outcome_exit_code
 from slogate.launch.locust_command import LOCUSTFILE_DIR, LOCUSTFILES, locust_argv, locustfile_path
 from slogate.launch.model import make_model
 from slogate.launch.profile import Profile, ProfileError, load_profile
-from slogate.launch.runner import NoReport, run_profile
+from slogate.launch.runner import run_profile
 from slogate.launch.server import ServerStartError
 from slogate.launch.validate import ProfileCheck, check_profiles, validate
 from slogate.slo.gate import exitcodes

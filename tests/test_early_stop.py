@@ -46,7 +46,7 @@ def test_a_latency_far_below_its_target_passes_once_the_bound_is_below_it() -> N
     many = look(spec, store_with(lognormal_ms(400, 30.0)), 0.99)
     (lk,) = many
     assert lk.state == "pass" and lk.upper is not None and lk.upper <= 200 and lk.unit == "ms"
-    assert certain_verdict(many, waiting_for=[]) == "pass"
+    assert certain_verdict(many, waiting_for=[], not_blocking=()) == "pass"
 
 
 def test_a_latency_far_above_fails_and_min_samples_still_hold() -> None:
@@ -63,7 +63,7 @@ def test_one_certain_failure_decides_the_run_whatever_else_is_undecided() -> Non
     spec = spec_of(TTFT, {"name": "tpot", "metric": "tpot", "percentile": 50, "max_ms": 10})
     looks = look(spec, store_with(lognormal_ms(30, 500.0)), 0.99)
     assert [lk.state for lk in looks] == ["fail", "undecided"]
-    assert certain_verdict(looks, waiting_for=["server-thing"]) == "fail"
+    assert certain_verdict(looks, waiting_for=["server-thing"], not_blocking=()) == "fail"
 
 
 def test_error_rate_and_goodput_are_decided_by_proportion_bounds() -> None:
@@ -89,10 +89,10 @@ def test_what_only_the_end_can_judge_keeps_the_run_unless_it_is_not_blocking() -
     assert [lk.state for lk in looks] == ["pass", AT_END, AT_END]
     waiting = waits_for(spec, (), with_baseline=True)
     assert waiting == ["hits", "tokens", REGRESSIONS]
-    assert certain_verdict(looks, waiting) is None
+    assert certain_verdict(looks, waiting, ()) is None
     assert waits_for(spec, ("hits", "tokens", REGRESSIONS), with_baseline=True) == []
     assert waits_for(spec, ("hits", "tokens"), with_baseline=False) == []  # no baseline: no regression to wait for
-    assert certain_verdict(looks, []) == "pass"
+    assert certain_verdict(looks, [], ("hits", "tokens")) == "pass"
     assert unknown_names(spec, ("hits", "regressions", "typo")) == ["typo"]
 
 
@@ -188,3 +188,32 @@ def test_bad_early_stop_options_are_a_usage_error(
     run = locust_run(url, "-t", "5s", "--slo-stop-when-decided", *[str(slo) if a == "SLO" else a for a in args])
     assert run.code == 2 and message in run.stderr
     assert run.report["verdict"] == "error"
+
+
+def test_a_decision_the_figures_at_the_stop_overturn_is_named_and_the_judge_stands() -> None:
+    """Requests in flight at the stop enter the final figures: should they turn a decided pass into
+    a fail, the verdict is the judge's on every figure and a reason says what was decided."""
+    spec = spec_of(TTFT)
+    store = store_with(lognormal_ms(400, 30.0))
+    stop = RunStop(DECIDED, 12.0, 60.0, "pass", 0.99, tuple(look(spec, store, 0.99)))
+    for i in range(100):  # in flight at the stop, each waiting longer than the target
+        store.add(RequestRecord("shared", T0 + i * 0.1, e2e_us=900_000, error_kind=ErrorKind.UNFINISHED))
+    report = judge(spec, store, RunInfo(stopped=stop))
+    assert report.verdict == "fail"
+    assert any(r.startswith("decided pass after 12 s on the requests ended by then") for r in report.reasons)
+
+
+def test_only_shapes_the_look_can_decide_are_decided_early() -> None:
+    """ITL (a request's gaps are not independent), rates with a ceiling, an error-rate floor: the end
+    judges them, and they keep the run unless not blocking; a rate floor of 0 holds at once."""
+    spec = spec_of(
+        {"name": "itl", "metric": "itl", "percentile": 95, "max_ms": 50},
+        {"name": "ceiling", "metric": "requests_per_s", "max": 10},
+        {"name": "floor", "metric": "error_rate", "min": 0.01},
+        {"name": "zero", "metric": "requests_per_s", "min": 0},
+    )
+    looks = look(spec, store_with(lognormal_ms(400, 30.0)), 0.99)
+    assert [lk.state for lk in looks] == [AT_END, AT_END, AT_END, "pass"]
+    assert waits_for(spec, (), with_baseline=False) == ["itl", "ceiling", "floor"]
+    assert certain_verdict(looks, [], ()) is None  # at_end and not listed: not a pass
+    assert certain_verdict(looks, [], ("itl", "ceiling", "floor")) == "pass"

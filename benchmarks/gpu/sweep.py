@@ -23,6 +23,7 @@ On the local vLLM CPU server (same script, smaller numbers):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -358,7 +359,7 @@ def write_report(out: Path, target_ms: float | None, compare_rate: float | None)
 def sweep_profile(
     a: argparse.Namespace, i: int, profile: Profile, up: Launched, rates: list[float], deadline: float
 ) -> None:
-    """Every run of one launched profile, its results and server log saved in `out/<profile>/`."""
+    """Every run of one launched profile, its results saved in `out/<profile>/`."""
     server, vllm = up.server, up.vllm
     info = {
         "vllm_version": up.vllm_version,
@@ -367,35 +368,42 @@ def sweep_profile(
     }
     sweep = ProfileSweep(a, profile.name, server.url, deadline)
     started = time.time()
-    try:
-        sweep.warm_up(rates[0], a.warmup_s)
-        for rate in rates:
-            sweep.open_loop(rate, "sweep")
-        if a.concurrency:
-            sweep.closed_loop(a.concurrency)
-        found = sweep.search_capacity(
-            locust_step(
-                server.url, slo_file=a.slo_file, warmup_s=STEP_WARMUP_S, config=a.config, locust_args=SEARCH_ARGS
-            )
+    sweep.warm_up(rates[0], a.warmup_s)
+    for rate in rates:
+        sweep.open_loop(rate, "sweep")
+    if a.concurrency:
+        sweep.closed_loop(a.concurrency)
+    found = sweep.search_capacity(
+        locust_step(
+            server.url,
+            slo_file=a.slo_file,
+            warmup_s=STEP_WARMUP_S,
+            config=a.config,
+            locust_args=SEARCH_ARGS,
+            early_stop=a.early_stop,
         )
-        if found is not None:
-            if "error" in found:
-                say(f"{profile.name}: capacity search failed: {found['error']}")
-            else:
-                say(f"{profile.name}: capacity {found['capacity_rps']}, first failing {found['first_failing_rps']}")
-        check = None
-        if a.cross_check_rate and i == len(a.profiles) - 1:
-            if time.monotonic() + 2 * a.run_time + 60 < deadline:
-                check = cross_check(a, sweep, vllm, profile)
-            else:
-                say("  skipping the cross-check: the command's time budget is spent")
-        sweep.save({**info, "capacity": found, "cross_check": check, "started_at": started})
-    finally:
-        log = server.log_path
-        if log and log.exists():
-            lines = log.read_text().splitlines()  # the head has the engine's choices (kernels, KV size)
-            (sweep.dir / "server-log-head.txt").write_text("\n".join(lines[:150]) + "\n")
-            (sweep.dir / "server-log-tail.txt").write_text("\n".join(lines[-200:]) + "\n")
+    )
+    if found is not None:
+        if "error" in found:
+            say(f"{profile.name}: capacity search failed: {found['error']}")
+        else:
+            say(f"{profile.name}: capacity {found['capacity_rps']}, first failing {found['first_failing_rps']}")
+    check = None
+    if a.cross_check_rate and i == len(a.profiles) - 1:
+        if time.monotonic() + 2 * a.run_time + 60 < deadline:
+            check = cross_check(a, sweep, vllm, profile)
+        else:
+            say("  skipping the cross-check: the command's time budget is spent")
+    sweep.save({**info, "capacity": found, "cross_check": check, "started_at": started})
+
+
+def keep_server_log(log: Path | None, where: Path) -> None:
+    """The server log's head (the engine's choices: kernels, KV size) and tail, once it stopped."""
+    if log and log.exists():
+        where.mkdir(parents=True, exist_ok=True)
+        lines = log.read_text().splitlines()
+        (where / "server-log-head.txt").write_text("\n".join(lines[:150]) + "\n")
+        (where / "server-log-tail.txt").write_text("\n".join(lines[-200:]) + "\n")
 
 
 def main() -> int:
@@ -414,6 +422,7 @@ def main() -> int:
     ap.add_argument("--cross-check-config", type=Path, default=HERE / "crosscheck.conf")
     ap.add_argument("--compare-rate", type=float, help="the sweep rate whose reports `compare/` puts side by side")
     ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--no-early-stop", dest="early_stop", action="store_false", help="capacity steps run to their end")
     ap.add_argument("--budget-s", type=float, default=540, help="start no run that would end after this")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -423,29 +432,38 @@ def main() -> int:
     for i, name in enumerate(a.profiles):
         profile = load_profile(name)
         profile_name = profile.name
-        try:  # the installed vLLM's parser is the judge of the profile
-            with runner.launched(profile, a.port, install=profile.build == "cpu", validate=True, on_progress=say) as up:
-                sweep_profile(a, i, profile, up, rates, deadline)
-        except (ServerStartError, InstallError, ProfileInvalid) as e:  # a profile that does not serve is a result
-            say(f"{profile_name}: did not start: {e}")
-            (a.out / profile_name).mkdir(parents=True, exist_ok=True)
-            (a.out / profile_name / "sweep.json").write_text(
-                json.dumps(
-                    {
-                        "profile": profile_name,
-                        "runs": [],
-                        "started_at": time.time(),
-                        "did_not_start": str(e),
-                        "server_log_tail": getattr(e, "log_tail", ""),
-                    },
-                    indent=2,
+        with contextlib.ExitStack() as stack:
+            try:  # the installed vLLM's parser is the judge of the profile
+                up = stack.enter_context(
+                    runner.launched(profile, a.port, install=profile.build == "cpu", validate=True, on_progress=say)
                 )
-            )
-            code = 1
+            except (ServerStartError, InstallError, ProfileInvalid) as e:  # a profile that does not serve is a result
+                did_not_start(a.out / profile_name, profile_name, e)
+                code = 1
+                continue
+            stack.callback(keep_server_log, up.server.log_path, a.out / profile_name)  # after the server stops
+            sweep_profile(a, i, profile, up, rates, deadline)
     archive = write_report(a.out, ttft_target_ms(a.slo_file), a.compare_rate)
     print((a.out / "RESULTS.md").read_text())
     say(f"archive {archive}")
     return code
+
+
+def did_not_start(where: Path, name: str, e: Exception) -> None:
+    say(f"{name}: did not start: {e}")
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "sweep.json").write_text(
+        json.dumps(
+            {
+                "profile": name,
+                "runs": [],
+                "started_at": time.time(),
+                "did_not_start": str(e),
+                "server_log_tail": getattr(e, "log_tail", ""),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

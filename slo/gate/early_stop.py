@@ -1,21 +1,25 @@
 """`--slo-stop-when-decided`: a look at the run so far, objective by objective, with the anytime-valid
 bounds of slo/gate/sequential.py, and the verdict once it is certain either way.
 
-A latency percentile passes when its upper confidence bound is at or below `max_ms` and fails
-when its lower bound is above it (beyond what the load generator's own delay could have added,
-as the abort judges it); an error rate, a goodput floor and a request rate by the bounds of a
-binomial proportion or a Poisson rate. `min_samples` holds: an objective with fewer samples is
-undecided. What cannot be decided before the end keeps the run going to its `--run-time`:
-server figures (a peak or a whole-run change of `/metrics`), tokens per second (tokens come in
-bursts of a request, not as independent events) and the regression rules against a baseline,
-unless the user lists them with `--slo-not-blocking` (then they are judged at the stop as usual,
-not waited for).
+A TTFT, TPOT or E2E percentile (one sample per request) passes when its upper confidence bound is
+at or below `max_ms` and fails when its lower bound is above it (beyond what the load generator's
+own delay could have added, as the abort judges it); an error rate (`max`), a goodput floor and a
+request rate floor by the bounds of a binomial proportion or a Poisson rate. `min_samples` holds:
+an objective with fewer samples is undecided. What cannot be decided before the end keeps the run
+going to its `--run-time`: ITL (a request's token gaps are not independent samples), server
+figures (a peak or a whole-run change of `/metrics`), tokens per second (tokens come in bursts of a
+request), rates with a ceiling, and the regression rules against a baseline, unless the user lists
+them with `--slo-not-blocking` (then they are judged at the stop as usual, not waited for; a listed
+objective that is decided early is not waited for either, but its early failure still fails).
 
 The run's verdict is certain when one objective has failed (nothing can make it pass) or when
 every objective that blocks has passed. The bounds are anytime-valid, so the run's verdict is
 wrong with probability at most 1 - confidence however often the run is looked at (`look` says
 how the levels are shared among objectives); they hold for samples drawn independently from one
-distribution (a steady load after the warm-up).
+distribution (a steady load after the warm-up). A look sees the requests that have ended; those
+in flight at the stop are added to the final figures (their waits as TTFT lower bounds), so near
+saturation the end-of-run verdict may differ from the decision: the report's verdict is always the
+judge's on every figure, and it says so (slo/gate/judge.py).
 """
 
 from __future__ import annotations
@@ -33,11 +37,18 @@ from slogate.slo.gate.window import value_at_rank_ms
 DEFAULT_CONFIDENCE = 0.99  # of each bound: a wrong verdict has probability <= 1 %
 REGRESSIONS = "regressions"  # the name `--slo-not-blocking` takes for the baseline's rules
 AT_END = "at_end"  # an objective only the end of the run can judge
-DECIDED_EARLY = ("error_rate", "requests_per_s", GOODPUT)
+PER_REQUEST_LATENCY = ("ttft", "tpot", "e2e")  # one sample per request; ITL has many, correlated
 
 
 def decidable_early(o: Objective) -> bool:
-    return o.is_latency or o.metric in DECIDED_EARLY
+    """Whether `look_at` can decide `o` before the end (the one definition of which can)."""
+    if o.is_latency:
+        return o.metric in PER_REQUEST_LATENCY
+    if o.metric == "error_rate":
+        return o.max is not None and o.min is None
+    if o.metric in ("requests_per_s", GOODPUT):
+        return o.min is not None and o.max is None
+    return False
 
 
 def waits_for(spec: SloSpec, not_blocking: Collection[str], with_baseline: bool) -> list[str]:
@@ -61,6 +72,8 @@ def look_at(
     """One objective as the data so far decide it (`state`: pass, fail, undecided or at_end): it
     passes at level `pass_alpha`, fails at `fail_alpha` (`look` says why they differ)."""
     cm = measurements.get(o.request_class)
+    if not decidable_early(o):
+        return ObjectiveLook(o.name, o.describe(), AT_END, cm.requests, None, None, "")
     if o.is_latency:
         assert o.percentile is not None and o.max is not None
         h = cm.latency[o.metric]
@@ -76,42 +89,48 @@ def look_at(
         elif lower is not None and lower - client_delay_ms > o.max:
             state = FAIL
         return ObjectiveLook(o.name, o.describe(), state, h.count, lower, upper, "ms")
-    if o.metric == "error_rate" and o.max is not None and o.min is None:
+    if o.metric == "error_rate":
         state, lower, upper = _both_sides(
             lambda alpha: sequential.decide_proportion(cm.failures, cm.requests, o.max or 0.0, alpha),
             pass_alpha, fail_alpha,
         )  # fmt: skip
         return ObjectiveLook(o.name, o.describe(), state, cm.requests, lower, upper, "")
-    if o.metric == GOODPUT and o.min is not None and measurements.goodput_targets_ms is not None:
+    floor = o.min or 0.0
+    if floor <= 0:  # a floor of 0 holds whatever the data
+        return ObjectiveLook(o.name, o.describe(), PASS, cm.requests, None, None, "")
+    # A starved or saturated client may have caused a missed floor (evaluate's `_explained_by`):
+    # with a client delay, goodput and rate floors can pass early but not fail.
+    fail_at = fail_alpha if client_delay_ms <= 0 else 0.0
+    if o.metric == GOODPUT:
+        if measurements.goodput_targets_ms is None:  # good requests not counted against these limits
+            return ObjectiveLook(o.name, o.describe(), UNDECIDED, cm.requests, None, None, "")
         not_good = cm.requests - cm.good  # failures count, never as good (as the goodput objective judges)
         state, low_miss, up_miss = _both_sides(
-            lambda alpha: sequential.decide_proportion(not_good, cm.requests, 1 - (o.min or 0.0), alpha),
-            pass_alpha, fail_alpha,
+            lambda alpha: sequential.decide_proportion(not_good, cm.requests, 1 - floor, alpha),
+            pass_alpha, fail_at,
         )  # fmt: skip
         lower, upper = (None if up_miss is None else 1 - up_miss), (None if low_miss is None else 1 - low_miss)
         return ObjectiveLook(o.name, o.describe(), state, cm.requests, lower, upper, "")
-    if o.metric == "requests_per_s" and o.min is not None and o.max is None:
-        state, lower, upper = _both_sides(
-            lambda alpha: sequential.decide_rate(cm.successes, cm.duration_s or 0.0, o.min or 0.0, alpha),
-            pass_alpha, fail_alpha,
-        )  # fmt: skip
-        return ObjectiveLook(o.name, o.describe(), state, cm.requests, lower, upper, "/s")
-    return ObjectiveLook(o.name, o.describe(), AT_END, cm.requests, None, None, "")
+    state, lower, upper = _both_sides(
+        lambda alpha: sequential.decide_rate(cm.successes, cm.duration_s or 0.0, floor, alpha),
+        pass_alpha, fail_at,
+    )  # fmt: skip
+    return ObjectiveLook(o.name, o.describe(), state, cm.requests, lower, upper, "/s")
 
 
 def _both_sides(
     decide: Callable[[float], sequential.Decision], pass_alpha: float, fail_alpha: float
 ) -> tuple[str, float | None, float | None]:
     """A proportion or rate decided at one level for passing and another for failing: the state,
-    the failing side's lower bound and the passing side's upper bound (the side a verdict reads)."""
-    passing, failing = decide(pass_alpha), decide(fail_alpha)
+    the failing side's lower bound and the passing side's upper bound (the side a verdict reads).
+    `fail_alpha` 0: this objective cannot fail early."""
+    passing = decide(pass_alpha)
     if passing.verdict == PASS:
-        state = PASS
-    elif failing.verdict == FAIL:
-        state = FAIL
-    else:
-        state = UNDECIDED
-    return state, failing.lower, passing.upper
+        return PASS, passing.lower, passing.upper
+    if fail_alpha <= 0:
+        return UNDECIDED, None, passing.upper
+    failing = decide(fail_alpha)
+    return (FAIL if failing.verdict == FAIL else UNDECIDED), failing.lower, passing.upper
 
 
 def look(
@@ -133,13 +152,16 @@ def look(
     ]
 
 
-def certain_verdict(looks: list[ObjectiveLook], waiting_for: Collection[str]) -> str | None:
-    """`fail` once any objective has failed; `pass` once every objective has passed but those only
-    the end can judge and nothing blocks (`waits_for` is empty); None while undecided."""
+def certain_verdict(
+    looks: list[ObjectiveLook], waiting_for: Collection[str], not_blocking: Collection[str]
+) -> str | None:
+    """`fail` once any objective has failed; `pass` once every objective has passed, but those not
+    blocking (`--slo-not-blocking`), and nothing else keeps the run (`waits_for` is empty); None
+    while undecided."""
     if any(lk.state == FAIL for lk in looks):
         return FAIL
     if waiting_for:
         return None
-    if all(lk.state in (PASS, AT_END) for lk in looks):
+    if all(lk.state == PASS or lk.name in not_blocking for lk in looks):
         return PASS
     return None

@@ -1,8 +1,9 @@
 """Facts about a run that travel beside its measurements, typed: what the load looked like
 (`WorkloadFacts`, the report's `run.workload`) and what the Slack alert did (`AlertRecord`, the
 report's `alerts`). Each has one JSON form, the report's keys as they have always been, so a
-report written before these types existed reads back the same. And why a run stopped early
-(`Breach`, the report's `run.aborted`).
+report written before these types existed reads back the same. And why and when a run stopped:
+aborted on a breach (`Breach`, the report's `run.aborted`), decided early or at its run time
+(`RunStop` with each objective's `ObjectiveLook`, the report's `run.stopped`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ def utc_iso(ts: float | None) -> str | None:
     return None if ts is None else time.strftime(ISO_FORMAT, time.gmtime(ts))
 
 
-def from_utc_iso(text: Any) -> float:
-    """The report's timestamp back as Unix seconds; 0.0 when absent or malformed."""
+def percent(fraction: float) -> str:
+    """A confidence as people write it: 0.99 -> 99%, 0.995 -> 99.5%."""
+    return f"{100 * fraction:.4g}%"
+
+
+def from_utc_iso(text: Any) -> float | None:
+    """The report's timestamp back as Unix seconds; None when absent or malformed."""
     try:
-        return float(calendar.timegm(time.strptime(str(text), ISO_FORMAT)))
+        return float(calendar.timegm(time.strptime(str(text), ISO_FORMAT))) if text else None
     except ValueError:
-        return 0.0
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +41,7 @@ class OpenLoopFacts:
 
     process: str | None = None  # poisson | gamma | constant
     rate_per_user: float | None = None  # requests (or new conversations) per second per user
-    burstiness: float = 1.0
+    burstiness: float | None = None
     max_in_flight: int | None = None
 
 
@@ -109,16 +115,12 @@ class WorkloadFacts:
         return PromptMix(s.get("shared_prefixes"), s.get("shared_prefix_tokens"), s.get("shared_fraction"),
                          s.get("max_tokens"))  # fmt: skip
 
-    @property
-    def empty(self) -> bool:
-        return not self.to_json()
-
     def to_json(self) -> dict[str, Any]:
         out = dict(self.settings)
         for name in ("dataset", "open_loop", "trace"):
             part = getattr(self, name)
-            if part is not None:
-                out[name] = asdict(part)
+            if part is not None:  # as recorded: a field the recording had not is left out, not filled in
+                out[name] = {k: v for k, v in asdict(part).items() if v is not None}
         return out
 
     @classmethod
@@ -181,8 +183,8 @@ class Breach:
     samples: int
     observed_ms: float  # the window's percentile (nearest rank)
     lower_bound_ms: float  # its ABORT_CONFIDENCE lower confidence bound, above the target
-    client_delay_ms: float  # what the load generator's own delay could have added (self-check)
-    confidence: float  # of the one-sided lower bound
+    client_delay_ms: float = 0.0  # what the load generator's own delay could have added (self-check)
+    confidence: float = 0.99  # of the one-sided lower bound (slo/gate/window.py ABORT_CONFIDENCE)
 
     @property
     def message(self) -> str:
@@ -201,7 +203,7 @@ class Breach:
         if not isinstance(d, Mapping):
             return None
         known = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in d.items() if k in known}, "at": from_utc_iso(d.get("at"))})
+        return cls(**{**{k: v for k, v in d.items() if k in known}, "at": from_utc_iso(d.get("at")) or 0.0})
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +254,7 @@ class RunStop:
         decided = [o for o in self.objectives if o.state in ("pass", "fail")]
         shown = [o for o in decided if o.state == self.verdict] or decided
         detail = "; ".join(f"{o.name} {o.state} {o.bounds_text()} ({o.samples:,} samples)" for o in shown)
-        confidence = f" at {self.confidence:.0%} confidence" if self.confidence else ""
+        confidence = f" at {percent(self.confidence)} confidence" if self.confidence else ""
         return f"Stopped after {self.after_s:.0f} s{of}: verdict certain ({self.verdict}){confidence}: {detail}."
 
     def to_json(self) -> dict[str, Any]:

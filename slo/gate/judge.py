@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from slogate.slo.gate.evaluate import evaluate
-from slogate.slo.gate.facts import Breach
+from slogate.slo.gate.facts import DECIDED, Breach, RunStop
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind
 from slogate.slo.gate.regression import Baseline, RegressionCheck, check
@@ -109,6 +109,19 @@ def fold_abort(verdict: Verdict, reasons: list[str], aborted: Breach | None) -> 
     return verdict if verdict == Verdict.ERROR else Verdict.FAIL
 
 
+def note_early_decision(verdict: Verdict, reasons: list[str], stopped: RunStop | None) -> None:
+    """A run decided early (`--slo-stop-when-decided`) on the requests that had ended, whose figures
+    at the stop (with the requests then in flight, their waits as lower bounds) say otherwise: the
+    verdict on every figure stands, and a reason says so (appends to `reasons`)."""
+    if stopped is None or stopped.reason != DECIDED or verdict not in (Verdict.PASS, Verdict.FAIL):
+        return
+    if stopped.verdict != str(verdict):
+        reasons.append(
+            f"decided {stopped.verdict} after {stopped.after_s:.0f} s on the requests ended by then; the figures "
+            f"at the stop, with the requests then in flight, say {verdict}"
+        )
+
+
 def judge(
     spec: SloSpec | None,
     measurements: MetricsStore,
@@ -140,6 +153,7 @@ def judge(
         regression = check(spec.regressions, spec.regression_action, baseline, measurements, run.model, run.workload)
         verdict = fold_regression(verdict, reasons, regression)
     verdict = fold_abort(verdict, reasons, run.aborted)
+    note_early_decision(verdict, reasons, run.stopped)
     return Report(verdict, reasons, run, measurements, evaluation.results, server, regression, saturation is not None)
 
 

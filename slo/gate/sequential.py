@@ -36,17 +36,20 @@ assumes roughly Poisson arrivals (an open-loop load), and over-dispersed, bursty
 
 The grid, per side: 8 coarse offsets, geometric from 0.15 to 2.4 in log-odds (the odds of the
 alternative 1.16 to 11 times those of the null, about the same factor in q for small q0), sharing
-weight 0.9, and 9 fine ones continuing the same spacing (a factor 1.49) down to 0.0042, sharing
-0.1. A mixture pays about log(1/w_j) in evidence for not knowing the alternative: log(8/0.9) = 2.2
+weight 0.6, 9 fine ones continuing the same spacing (a factor 1.49) down to 0.0042, sharing 0.1,
+and 3 far ones (3.5, 5, 7) sharing 0.3: a gate's usual case is a server far from its target, whose
+samples are all on one side (p95 at 99 %: all below after 110 samples instead of 134).
+A mixture pays about log(1/w_j) in evidence for not knowing the alternative: log(8/0.6) = 2.6
 on top of log(1/alpha) = 4.6 at 99 %, less where neighbouring points share the evidence; the
 spacing loses at most a few percent of the growth rate between two points. The coarse range covers
 the p95 of a lognormal TTFT at 0.8x to 1.25x its target for log-sd 0.3 to 1.0 (offsets 0.47 to
 1.8) and reaches down to 0.15 so that truths near the target decide too, later. The fine points
 keep the confidence sequence shrinking as n grows (at 10^7 samples and q0 = 0.05 the pass and fail
 thresholds on S/n are within 0.0003 of q0; without them a truth within ~7 % of q0 would never be
-decided) for ~3 % more samples at 0.8x and 1.25x. Chosen by simulation among 240 geometric grids
-(3 to 16 points, from 0.05-0.4 to 1.2-3.0): the best one for 0.8x and 1.25x alone is ~10 % faster
-there but 1.6-2x as slow at 0.9x and 1.1x (docs/sequential-verdicts.md).
+decided) for ~3 % more samples at 0.8x and 1.25x; the far points cost ~6 % more there. Chosen by
+simulation among 240 geometric grids (3 to 16 points, from 0.05-0.4 to 1.2-3.0): the best one for
+0.8x and 1.25x alone is ~10 % faster there but 1.6-2x as slow at 0.9x and 1.1x
+(docs/sequential-verdicts.md).
 
 References: Ville (1939), Etude critique de la notion de collectif; Robbins (1970), Statistical
 methods related to the law of the iterated logarithm, Ann. Math. Statist.; Howard, Ramdas,
@@ -66,10 +69,17 @@ import numpy as np
 
 _COARSE = np.geomspace(0.15, 2.4, 8)  # where decisions are wanted fast: 0.8x-1.25x a p95 target
 _FINE = _COARSE[0] * (_COARSE[0] / _COARSE[1]) ** np.arange(9, 0, -1)  # the same spacing on down to 0.0042
-_FINE_SHARE = 0.1
-OFFSETS = np.concatenate((_FINE, _COARSE))  # log-odds (rates: log-ratio) distances of the alternatives from the null
+_FAR = np.array([3.5, 5.0, 7.0])  # a server far from its target (no sample over it): decided in the fewest samples
+_FINE_SHARE, _FAR_SHARE = 0.1, 0.3
+OFFSETS = np.concatenate(
+    (_FINE, _COARSE, _FAR)
+)  # log-odds (rates: log-ratio) distances of the alternatives from the null
 WEIGHTS = np.concatenate(
-    (np.full(len(_FINE), _FINE_SHARE / len(_FINE)), np.full(len(_COARSE), (1 - _FINE_SHARE) / len(_COARSE)))
+    (
+        np.full(len(_FINE), _FINE_SHARE / len(_FINE)),
+        np.full(len(_COARSE), (1 - _FINE_SHARE - _FAR_SHARE) / len(_COARSE)),
+        np.full(len(_FAR), _FAR_SHARE / len(_FAR)),
+    )
 )
 _LOG_WEIGHTS = np.log(WEIGHTS)  # summing to 1 on each side
 _THETA_LIMIT = 700.0  # |log-odds| or |log-rate| beyond which a bound is reported as 0, 1 or infinity

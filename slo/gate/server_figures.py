@@ -10,7 +10,7 @@ Each scrape's time and its few charted figures (KV-cache usage, requests waiting
 and the prefix-cache counters) are also kept as a time series (`summary()["series"]`, at most
 `MAX_POINTS` points: beyond that every other point is dropped, the counters stay exact).
 
-A target without `/metrics` is a warning, never a crash: the figures are then absent.
+A target without `/metrics` gives figures that are `available: false`, with the reason (`error`).
 """
 
 from __future__ import annotations
@@ -128,9 +128,10 @@ class ServerFigures:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ServerFigures:
-        known = {f.name for f in fields(cls)} - {"server_ttft"}
+        known = {f.name for f in fields(cls)} - {"server_ttft", "available"}
         ttft = d.get("server_ttft_ms")
         return cls(
+            bool(d.get("available")),
             **{k: v for k, v in d.items() if k in known},
             server_ttft=ServerTtft(**{k: v for k, v in ttft.items() if k in ServerTtft.__slots__}) if ttft else None,
         )

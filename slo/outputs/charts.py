@@ -4,11 +4,10 @@ scrapes; the web UI tab's live chart too (`live_chart_data`)."""
 
 from __future__ import annotations
 
-import calendar
 import math
-import time
 from typing import Any
 
+from slogate.slo.gate.facts import from_utc_iso
 from slogate.slo.gate.histogram import LatencyHistogram
 from slogate.slo.gate.intervals import INTERVAL_METRICS
 from slogate.slo.gate.metrics import MetricsStore
@@ -18,15 +17,6 @@ from slogate.slo.gate.spec import Objective, SloSpec
 
 POINTS_PER_DECADE = 20
 MAX_CURVE_X = 1e6  # percentile curves reach 99.9999% at most
-
-
-def epoch(iso: str | None) -> float | None:
-    if not iso:
-        return None
-    try:
-        return float(calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return None
 
 
 def targets(objectives: list[Objective] | tuple[Objective, ...]) -> list[dict[str, Any]]:
@@ -83,7 +73,7 @@ def chart_data(report: Report, grids: dict[str, list[float]]) -> dict[str, Any]:
     percentile curves' x points per metric (shared by every run of the page)."""
     store = report.measurements
     series = store.intervals.series() if not store.intervals.is_empty else None
-    origin = epoch(report.run.started_at)
+    origin = from_utc_iso(report.run.started_at)
     if origin is None and series and series["t"]:
         origin = series["t"][0]
     server = report.server

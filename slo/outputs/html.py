@@ -1,6 +1,6 @@
 """`slo-report.html`: one self-contained page per run (or per comparison of runs).
 
-Every script and style is inline (uPlot, vendored in slo/assets/, and slogate's chart code), and
+Every script and style is inline (uPlot, vendored in slo/outputs/assets/, and slogate's chart code), and
 a Content-Security-Policy forbids the page any request: it opens offline, from a CI artifact or
 an e-mail, and looks the same in ten years. It shows the verdict and the SLO table (observed vs
 target, coloured; a goodput objective's target with its per-request limits), goodput per class,

@@ -101,7 +101,7 @@ def vllm_bench_result(report: Report) -> dict[str, Any]:
         "tokenizer_id": report.run.model,
         "num_prompts": total.requests + total.unfinished,
         "request_rate": "inf" if rate is None else rate,
-        "burstiness": open_loop.burstiness,
+        "burstiness": 1.0 if open_loop.burstiness is None else open_loop.burstiness,
         "max_concurrency": in_flight * users if in_flight and users else users,
         "duration": duration,
         "completed": completed,

@@ -60,12 +60,12 @@ def end_gracefully(runner: Any) -> None:
     runner.quit()
 
 
-def note_workload(environment: Any, model: str, workload: WorkloadFacts) -> None:
+def note_workload(environment: Any, model: str, workload: WorkloadFacts | dict[str, Any]) -> None:
     """Record what the load looked like, for the report (and for baselines to compare like with
     like). A user calls it once its workload is ready (shared prefixes primed)."""
     gate = gate_for(environment)
     first = gate.model is None
-    gate.model, gate.workload = model, workload
+    gate.model, gate.workload = model, WorkloadFacts.coerce(workload)
     if first:
         gate.restart_server_counters()
 

@@ -70,6 +70,7 @@ class Gate:
         self.waiting_for: list[str] = []
         self.stopped: RunStop | None = None
         self.planned_s: float | None = None  # --run-time, when the run has one
+        self.ended_at: float | None = None  # when the load stopped (test_stop)
         self.loop_monitor = LoopLagMonitor(lambda: self.listener.store)
         self.server: ServerFigures | None = None
 
@@ -124,6 +125,8 @@ class Gate:
         )
         self.stop_when_decided = bool(getattr(opts, "slo_stop_when_decided", False))
         if not self.stop_when_decided:
+            if self.not_blocking:
+                raise SloSpecError("--slo-not-blocking names what --slo-stop-when-decided does not wait for: give both")
             return
         if self.spec is None:
             raise SloSpecError("--slo-stop-when-decided decides the SLO file's objectives: give --slo-file")
@@ -139,10 +142,11 @@ class Gate:
     def run_stop(self, ended: float, final: bool) -> RunStop | None:
         """Why the run ended, as far as known: decided early, aborted on a breach, or (at the end)
         its whole --run-time run."""
+        if self.breach is not None:  # a fail, whatever was decided while the run was ending
+            return RunStop(ABORTED, round(self.breach.after_s, 3), self.planned_s)
         if self.stopped is not None:
             return self.stopped
-        if self.breach is not None:
-            return RunStop(ABORTED, round(self.breach.after_s, 3), self.planned_s)
+        ended = self.ended_at or ended
         ran = None if self.started_at is None else ended - self.started_at
         if final and self.planned_s and ran is not None and ran >= self.planned_s - RUN_TIME_SLACK_S:
             return RunStop(RUN_TIME, round(ran, 3), self.planned_s)

@@ -76,6 +76,10 @@ def on_test_start(environment: Any, **_: Any) -> None:
     gate.judged = False
     gate.breach = None
     gate.stopped = None
+    gate.ended_at = None
+    if not gate.is_master and environment.parsed_options is not None:  # a master's was taken at init
+        run_time = environment.parsed_options.run_time  # the web UI form's, on a rerun
+        gate.planned_s = float(run_time) if run_time else None
     gate.start_listening()
     if not gate.is_master:
         gate.loop_monitor.start()
@@ -101,6 +105,7 @@ def on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
 @events.test_stop.add_listener
 def on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
+    gate.ended_at = gate.ended_at or time.time()
     gate.stop_scraper()
     gate.loop_monitor.stop()
     stop_watchers(gate)

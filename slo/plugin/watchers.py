@@ -9,9 +9,10 @@ import time
 from typing import Any
 
 import gevent
+from locust.runners import STATE_SPAWNING
 from slogate.slo.gate.early_stop import certain_verdict, look
-from slogate.slo.gate.facts import DECIDED, RunStop
-from slogate.slo.gate.metrics import ClassMetrics
+from slogate.slo.gate.facts import DECIDED, RunStop, percent
+from slogate.slo.gate.metrics import ClassMetrics, MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind
 from slogate.slo.gate.self_check import assess
 from slogate.slo.gate.window import first_breach, objectives_on_tags, unwindowed_note
@@ -21,7 +22,7 @@ from slogate.slo.plugin.listener import LOCUST_RATE_KEEP_S, trim_rate_counts
 
 log = logging.getLogger("slogate")
 BREACH_CHECK_S = 2.0  # how often --slo-abort-on-fail judges the window
-DECISION_CHECK_S = 2.0  # how often --slo-stop-when-decided looks (its bounds hold at any look)
+DECISION_CHECK_S = 1.0  # how often --slo-stop-when-decided looks (its bounds hold at any look)
 
 
 def start_watchers(gate: Gate) -> None:
@@ -44,7 +45,7 @@ def start_watchers(gate: Gate) -> None:
 
 def early_stop_note(confidence: float, waiting_for: list[str], not_blocking: tuple[str, ...]) -> str:
     """The one line a run with --slo-stop-when-decided starts with: what it waits for."""
-    line = f"--slo-stop-when-decided: the run stops once every SLO is decided at {confidence:.0%} confidence"
+    line = f"--slo-stop-when-decided: the run stops once every SLO is decided at {percent(confidence)} confidence"
     if waiting_for:
         line += (
             f"; {', '.join(waiting_for)} cannot be decided before the end and keep the run to its --run-time "
@@ -56,19 +57,30 @@ def early_stop_note(confidence: float, waiting_for: list[str], not_blocking: tup
 
 
 def watch_decisions(gate: Gate) -> None:
-    """--slo-stop-when-decided: end the run at the first look where its verdict is certain."""
+    """--slo-stop-when-decided: end the run at the first look where its verdict is certain (none
+    while Locust is still spawning users: the ramp is not the steady load the bounds assume)."""
     while gate.spec is not None and gate.started_at is not None:
         gevent.sleep(DECISION_CHECK_S)
-        metrics, run = gate.metrics(), gate.run_info()
-        saturation = assess(metrics, run.cpu_warning, run.processes, run.max_client_lag_ms)
-        looks = look(gate.spec, metrics, gate.confidence, saturation.client_delay_ms if saturation else 0.0)
-        verdict = certain_verdict(looks, gate.waiting_for)
+        if gate.breach is not None or gate.stopped is not None:
+            return  # already ending
+        if getattr(gate.environment.runner, "state", None) == STATE_SPAWNING:
+            continue
+        metrics = gate.metrics()
+        looks = look(gate.spec, metrics, gate.confidence, client_delay_ms(gate, metrics))
+        verdict = certain_verdict(looks, gate.waiting_for, gate.not_blocking)
         if verdict is not None:
             after = round(time.time() - gate.started_at, 3)
             gate.stopped = RunStop(DECIDED, after, gate.planned_s, verdict, gate.confidence, tuple(looks))
             log.info("slogate: %s", gate.stopped.line())
             end_run(gate.environment)
             return
+
+
+def client_delay_ms(gate: Gate, metrics: MetricsStore) -> float:
+    """What the load generator's own delay could have added to a latency (the self-check), 0 if none."""
+    run = gate.run_info()
+    saturation = assess(metrics, run.cpu_warning, run.processes, run.max_client_lag_ms)
+    return saturation.client_delay_ms if saturation else 0.0
 
 
 def stop_watchers(gate: Gate) -> None:
@@ -84,7 +96,7 @@ def watch_breaches(gate: Gate, window_s: float) -> None:
     noted = {o.name for o in objectives_on_tags(gate.spec)} if gate.spec is not None else set()
     while gate.spec is not None and gate.started_at is not None:
         gevent.sleep(BREACH_CHECK_S)
-        metrics, run = gate.metrics(), gate.run_info()
+        metrics = gate.metrics()
         late = [
             o
             for o in objectives_on_tags(gate.spec, metrics.tags.keys() - metrics.classes.keys())
@@ -93,9 +105,11 @@ def watch_breaches(gate: Gate, window_s: float) -> None:
         if late:
             log.warning("slogate: %s", unwindowed_note(late))
             noted.update(o.name for o in late)
-        saturation = assess(metrics, run.cpu_warning, run.processes, run.max_client_lag_ms)
-        delay = saturation.client_delay_ms if saturation else 0.0
-        breach = first_breach(gate.spec, metrics.intervals, time.time(), gate.started_at, window_s, delay)
+        if gate.stopped is not None:
+            return  # decided: ending
+        breach = first_breach(
+            gate.spec, metrics.intervals, time.time(), gate.started_at, window_s, client_delay_ms(gate, metrics)
+        )
         if breach is not None:
             gate.breach = breach
             log.error("slogate: %s", breach.message)

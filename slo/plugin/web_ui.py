@@ -132,7 +132,7 @@ def install(
     series: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """Add the tab and the endpoints to Locust's Flask app; `snapshot()` returns the live report,
-    `series()` the live chart's data (slo/outputs/html.py, `live_chart_data`). `bare_host(url)`
+    `series()` the live chart's data (slo/outputs/charts.py, `live_chart_data`). `bare_host(url)`
     keeps the credentials of a host typed into the form and returns it without them."""
     from flask import Response, abort, request
     from werkzeug.datastructures import ImmutableMultiDict
