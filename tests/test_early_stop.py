@@ -178,6 +178,7 @@ def test_an_slo_only_the_end_can_judge_keeps_the_run_to_its_run_time(own_fault_s
         ([], "--slo-stop-when-decided decides the SLO file's objectives: give --slo-file"),
         (["--slo-file", "SLO", "--slo-confidence", "1.5"], "--slo-confidence: must be in (0, 1)"),
         (["--slo-file", "SLO", "--slo-not-blocking", "typo"], "--slo-not-blocking: 'typo' is not an objective"),
+        (["--slo-file", "SLO", "--slo-not-blocking", "p95", "NO-STOP"], "--slo-not-blocking names what"),
     ],
 )
 def test_bad_early_stop_options_are_a_usage_error(
@@ -185,7 +186,9 @@ def test_bad_early_stop_options_are_a_usage_error(
 ) -> None:
     url, _ = own_fault_server
     slo = slo_file(tmp_path, "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 100}\n")
-    run = locust_run(url, "-t", "5s", "--slo-stop-when-decided", *[str(slo) if a == "SLO" else a for a in args])
+    stop = [] if "NO-STOP" in args else ["--slo-stop-when-decided"]
+    args = [str(slo) if a == "SLO" else a for a in args if a != "NO-STOP"]
+    run = locust_run(url, "-t", "5s", *stop, *args)
     assert run.code == 2 and message in run.stderr
     assert run.report["verdict"] == "error"
 

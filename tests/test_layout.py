@@ -130,3 +130,18 @@ def test_the_readme_layout_is_the_tree() -> None:
     for folder, names in listed.items():
         missing = [n for n in names if not (ROOT / folder / n).exists() and not list((ROOT / folder).rglob(n))]
         assert not missing, f"README's layout names {missing} under {folder}/, which has none"
+
+
+def test_the_plugins_old_name_still_works_and_says_it_is_deprecated() -> None:
+    """Locustfiles written for slogate 0.1 import `slogate.slo.locust_plugin`."""
+    code = (
+        "import warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    from slogate.slo.locust_plugin import abort_run, gate_for, note_workload\n"
+        "from slogate.slo.plugin import control\n"
+        "assert abort_run is control.abort_run and note_workload is control.note_workload\n"
+        "assert any(issubclass(w.category, DeprecationWarning) for w in caught), caught\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

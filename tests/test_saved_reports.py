@@ -33,8 +33,10 @@ def test_an_old_report_reads_back_key_for_key() -> None:
 
 def test_slogate_judge_gives_an_old_report_the_verdict_and_figures_of_its_time(tmp_path: Path) -> None:
     then = json.loads((DATA / "before-typed-facts.judged.json").read_text())
-    code = judge_file(str(OLD), str(DATA / "before-typed-facts.slo.yaml"), str(tmp_path))
+    slo = DATA / "before-typed-facts.slo.yaml"
+    code = judge_file(str(OLD), str(slo), str(tmp_path))
     now = json.loads((tmp_path / "slo-report.json").read_text())
     assert code == then["exit_code"] == 1
     assert now["run"].pop("stopped") is None
+    assert now["run"].pop("slo_file") == str(slo) and then["run"].pop("slo_file").endswith(slo.name)  # where it lies
     assert without_timestamps(now) == without_timestamps(then)
