@@ -3,11 +3,15 @@ anytime-valid bounds (the statistics themselves: tests/test_sequential.py)."""
 
 import json
 import random
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
+from slogate.launch.locust_command import locust_argv
 from slogate.slo.gate.early_stop import AT_END, REGRESSIONS, certain_verdict, look, unknown_names, waits_for
-from slogate.slo.gate.facts import DECIDED, RunStop
+from slogate.slo.gate.facts import DECIDED, INTERRUPTED, RunStop
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ErrorKind, RequestRecord
@@ -220,3 +224,49 @@ def test_only_shapes_the_look_can_decide_are_decided_early() -> None:
     assert waits_for(spec, (), with_baseline=False) == ["itl", "ceiling", "floor"]
     assert certain_verdict(looks, [], ()) is None  # at_end and not listed: not a pass
     assert certain_verdict(looks, [], ("itl", "ceiling", "floor")) == "pass"
+
+
+# --- interrupted runs (issue 24, first part) -------------------------------------------------------
+
+
+def test_an_interrupted_run_is_inconclusive_unless_a_failure_was_already_certain() -> None:
+    spec = spec_of(TTFT, min_samples=10)
+    stop = RunStop(INTERRUPTED, 10.0, 60.0, signal="SIGTERM")
+    fast = judge(spec, store_with(lognormal_ms(30, 30.0)), RunInfo(stopped=stop))
+    assert fast.verdict == "inconclusive" and fast.exit_code == 3
+    assert fast.reasons[0].startswith("Interrupted by SIGTERM after 10 s of 60 s: too early to judge")
+    slow = judge(spec, store_with(lognormal_ms(30, 500.0)), RunInfo(stopped=stop))
+    assert slow.verdict == "fail" and slow.exit_code == 1 and "ttft-p95 had already failed" in slow.reasons[0]
+    assert Report.from_json(json.loads(json.dumps(slow.to_json()))).run.stopped == stop
+
+
+@pytest.mark.parametrize(("ttft_ms", "code", "verdict"), [(20, 3, "inconclusive"), (400, 1, "fail")])
+def test_sigterm_before_the_run_time_writes_the_report_and_says_so(
+    own_fault_server, tmp_path: Path, ttft_ms: int, code: int, verdict: str
+) -> None:
+    """What a cancelled CI job does: SIGTERM 60 requests into a 120 s run."""
+    url, answered = own_fault_server
+    slo = slo_file(tmp_path, "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n")
+    report_dir = tmp_path / "report"
+    argv = locust_argv(
+        url, locustfile="open-loop", slo_file=slo, report_dir=report_dir,
+        extra=["--only-summary", "-u", "1", "-t", "120s", "--arrival-rate", "20", "--model",
+               f"ttft_ms={ttft_ms},tokens=2", "--shared-prefix-tokens", "20"],
+    )  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if answered.exists() and len(answered.read_text().splitlines()) >= 60:
+                break
+            time.sleep(0.2)  # polling the server's log for the requests, not waiting a fixed time
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    report = json.loads((report_dir / "slo-report.json").read_text())
+    assert proc.returncode == code and report["verdict"] == verdict, stderr[-2000:]
+    stopped = report["run"]["stopped"]
+    assert stopped["reason"] == INTERRUPTED and stopped["signal"] == "SIGTERM" and stopped["after_s"] < 60
+    assert report["reasons"][0].startswith("Interrupted by SIGTERM after")
+    assert "SIGTERM: the run is interrupted" in stderr

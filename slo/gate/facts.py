@@ -229,13 +229,15 @@ class ObjectiveLook:
         return f"[{fmt(self.lower)}, {fmt(self.upper)}]{' ' + self.unit if self.unit == 'ms' else self.unit}"
 
 
-DECIDED, ABORTED, RUN_TIME = "decided", "aborted", "run_time"  # why a run stopped (`RunStop.reason`)
+# Why a run stopped (`RunStop.reason`).
+DECIDED, ABORTED, RUN_TIME, INTERRUPTED = "decided", "aborted", "run_time", "interrupted"
 
 
 @dataclass(frozen=True, slots=True)
 class RunStop:
     """Why and when the run ended (`run.stopped`): every objective decided (`--slo-stop-when-decided`),
-    aborted on a breach (`--slo-abort-on-fail`), or its `--run-time` reached."""
+    aborted on a breach (`--slo-abort-on-fail`), its `--run-time` reached, or interrupted by a
+    signal before it (`signal`: e.g. SIGTERM, what a cancelled CI job or `timeout` sends)."""
 
     reason: str  # DECIDED | ABORTED | RUN_TIME
     after_s: float  # seconds into the run
@@ -243,12 +245,16 @@ class RunStop:
     verdict: str | None = None  # DECIDED: the certain verdict, pass or fail
     confidence: float | None = None  # DECIDED: of each bound
     objectives: tuple[ObjectiveLook, ...] = ()  # DECIDED: every objective at the stop, with its bounds
+    signal: str | None = None  # INTERRUPTED: the signal
 
     def line(self) -> str:
         """One line for the summary, the HTML report and Slack."""
         of = f" of {self.planned_s:g} s" if self.planned_s else ""
         if self.reason == RUN_TIME:
             return f"Ran its whole run time ({self.after_s:.0f} s)."
+        if self.reason == INTERRUPTED:
+            by = f" by {self.signal}" if self.signal else ""
+            return f"Interrupted{by} after {self.after_s:.0f} s{of}."
         if self.reason == ABORTED:
             return f"Stopped after {self.after_s:.0f} s{of}: aborted on a breach (--slo-abort-on-fail)."
         decided = [o for o in self.objectives if o.state in ("pass", "fail")]

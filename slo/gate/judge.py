@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, look
 from slogate.slo.gate.evaluate import evaluate
-from slogate.slo.gate.facts import DECIDED, Breach, RunStop
+from slogate.slo.gate.facts import DECIDED, INTERRUPTED, Breach, RunStop
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind
 from slogate.slo.gate.regression import Baseline, RegressionCheck, check
 from slogate.slo.gate.report import Report, RunInfo
 from slogate.slo.gate.self_check import assess
+from slogate.slo.gate.sequential import FAIL
 from slogate.slo.gate.server_figures import ServerFigures
 from slogate.slo.gate.spec import SloSpec
 from slogate.slo.gate.verdict import RegressionStatus, Verdict
@@ -109,6 +111,25 @@ def fold_abort(verdict: Verdict, reasons: list[str], aborted: Breach | None) -> 
     return verdict if verdict == Verdict.ERROR else Verdict.FAIL
 
 
+def fold_interrupted(
+    verdict: Verdict, reasons: list[str], stopped: RunStop | None, spec: SloSpec, measurements: MetricsStore
+) -> Verdict:
+    """The verdict of a run interrupted before its run time (a signal): too early to judge, so
+    inconclusive (exit 3), unless an objective had already failed beyond noise (the anytime-valid
+    bounds of slo/gate/early_stop.py, at the default confidence), then a fail (exit 1). A usage
+    error stays one. Applied here, from the run's facts, so a saved interrupted report judged again
+    gives the same verdict (prepends to `reasons`)."""
+    if stopped is None or stopped.reason != INTERRUPTED or verdict == Verdict.ERROR:
+        return verdict
+    failed = [lk.name for lk in look(spec, measurements, DEFAULT_CONFIDENCE) if lk.state == FAIL]
+    what = stopped.line().rstrip(".")
+    if failed:
+        reasons.insert(0, f"{what}: {', '.join(failed)} had already failed beyond noise")
+        return Verdict.FAIL
+    reasons.insert(0, f"{what}: too early to judge (its figures so far decide nothing)")
+    return Verdict.INCONCLUSIVE
+
+
 def note_early_decision(verdict: Verdict, reasons: list[str], stopped: RunStop | None) -> None:
     """A run decided early (`--slo-stop-when-decided`) on the requests that had ended, whose figures
     at the stop (with the requests then in flight, their waits as lower bounds) say otherwise: the
@@ -153,6 +174,7 @@ def judge(
         regression = check(spec.regressions, spec.regression_action, baseline, measurements, run.model, run.workload)
         verdict = fold_regression(verdict, reasons, regression)
     verdict = fold_abort(verdict, reasons, run.aborted)
+    verdict = fold_interrupted(verdict, reasons, run.stopped, spec, measurements)
     note_early_decision(verdict, reasons, run.stopped)
     return Report(verdict, reasons, run, measurements, evaluation.results, server, regression, saturation is not None)
 

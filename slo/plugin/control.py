@@ -5,7 +5,10 @@ load for a bad option (`usage_exit`, exit 2)."""
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
+import time
 from typing import Any
 
 import gevent
@@ -19,6 +22,7 @@ from slogate.slo.plugin.gate import Gate, gate_for
 
 log = logging.getLogger("slogate")
 BAD_CONFIG = "bad configuration"
+SIGTERM_EXIT = 128 + signal.SIGTERM  # 143
 
 
 def abort_run(environment: Any, reason: str) -> None:
@@ -58,6 +62,24 @@ def end_gracefully(runner: Any) -> None:
     for worker in workers:
         runner.server.send_to_client(Message("quit", None, worker))
     runner.quit()
+
+
+def watch_signals(gate: Gate) -> None:
+    """SIGTERM (a cancelled CI job, `timeout`, an evicted pod) before the run's end: recorded, so the
+    report says the run was interrupted (inconclusive, or a fail already certain; slo/gate/judge.py)
+    while Locust shuts down and writes it. A second one ends the process at once (exit 143, as
+    shells expect). Locust's own handler, registered after this one, still runs after it."""
+
+    def on_sigterm() -> None:
+        if gate.signal is not None:
+            sys.stderr.write("slogate: second SIGTERM: exiting now\n")
+            os._exit(SIGTERM_EXIT)
+        if gate.started_at is not None and not gate.judged:
+            gate.signal = "SIGTERM"
+            gate.ended_at = gate.ended_at or time.time()
+            log.warning("slogate: SIGTERM: the run is interrupted; writing the report (a second SIGTERM exits now)")
+
+    gevent.signal_handler(signal.SIGTERM, on_sigterm)
 
 
 def note_workload(environment: Any, model: str, workload: WorkloadFacts | dict[str, Any]) -> None:

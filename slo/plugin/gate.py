@@ -13,7 +13,7 @@ import gevent
 from locust.runners import MasterRunner, WorkerRunner
 from slogate.slo.gate.baseline import BaselineError, load_baseline
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, REGRESSIONS, unknown_names, waits_for
-from slogate.slo.gate.facts import ABORTED, RUN_TIME, Breach, RunStop, WorkloadFacts, utc_iso
+from slogate.slo.gate.facts import ABORTED, INTERRUPTED, RUN_TIME, Breach, RunStop, WorkloadFacts, utc_iso
 from slogate.slo.gate.intervals import DEFAULT_INTERVAL_S
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
@@ -71,6 +71,7 @@ class Gate:
         self.stopped: RunStop | None = None
         self.planned_s: float | None = None  # --run-time, when the run has one
         self.ended_at: float | None = None  # when the load stopped (test_stop)
+        self.signal: str | None = None  # the signal that interrupted the run (plugin/control.py)
         self.loop_monitor = LoopLagMonitor(lambda: self.listener.store)
         self.server: ServerFigures | None = None
 
@@ -147,6 +148,8 @@ class Gate:
         if self.stopped is not None:
             return self.stopped
         ended = self.ended_at or ended
+        if self.signal is not None and self.started_at is not None:
+            return RunStop(INTERRUPTED, round(ended - self.started_at, 3), self.planned_s, signal=self.signal)
         ran = None if self.started_at is None else ended - self.started_at
         if final and self.planned_s and ran is not None and ran >= self.planned_s - RUN_TIME_SLACK_S:
             return RunStop(RUN_TIME, round(ran, 3), self.planned_s)

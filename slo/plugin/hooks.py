@@ -14,7 +14,7 @@ from locust import events
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.outputs.publish import publish
 from slogate.slo.plugin import target, web_ui
-from slogate.slo.plugin.control import BAD_CONFIG, abort_run, end_gracefully, refuse
+from slogate.slo.plugin.control import BAD_CONFIG, abort_run, end_gracefully, refuse, watch_signals
 from slogate.slo.plugin.gate import CONFIG_ERRORS, every_gate, gate_for
 from slogate.slo.plugin.watchers import start_watchers, stop_watchers
 from slogate.slo.plugin.wire import FLUSH_MESSAGE, WIRE_KEY, merge_from_worker, on_worker_flush, worker_payload
@@ -39,6 +39,8 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             lambda host: target.remember(environment, host) or "",
             series=gate.live_chart,
         )
+    if not gate.is_worker and environment.parsed_options.headless:  # a web UI run is stopped by hand
+        watch_signals(gate)
     if not gate.is_worker and environment.parsed_options.run_time:
         gate.planned_s = float(environment.parsed_options.run_time)  # before a master takes it over
     if gate.is_master:
@@ -77,6 +79,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     gate.breach = None
     gate.stopped = None
     gate.ended_at = None
+    gate.signal = None
     if not gate.is_master and environment.parsed_options is not None:  # a master's was taken at init
         run_time = environment.parsed_options.run_time  # the web UI form's, on a rerun
         gate.planned_s = float(run_time) if run_time else None
