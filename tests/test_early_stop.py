@@ -240,11 +240,15 @@ def test_an_interrupted_run_is_inconclusive_unless_a_failure_was_already_certain
     assert Report.from_json(json.loads(json.dumps(slow.to_json()))).run.stopped == stop
 
 
-@pytest.mark.parametrize(("ttft_ms", "code", "verdict"), [(20, 3, "inconclusive"), (400, 1, "fail")])
-def test_sigterm_before_the_run_time_writes_the_report_and_says_so(
-    own_fault_server, tmp_path: Path, ttft_ms: int, code: int, verdict: str
+@pytest.mark.parametrize(
+    ("signum", "ttft_ms", "code", "verdict"),
+    [(signal.SIGTERM, 20, 3, "inconclusive"), (signal.SIGTERM, 400, 1, "fail"), (signal.SIGINT, 20, 3, "inconclusive")],
+    ids=["sigterm-inconclusive", "sigterm-already-failed", "ctrl-c"],
+)
+def test_a_signal_before_the_run_time_writes_the_report_and_says_so(
+    own_fault_server, tmp_path: Path, signum: int, ttft_ms: int, code: int, verdict: str
 ) -> None:
-    """What a cancelled CI job does: SIGTERM 60 requests into a 120 s run."""
+    """What a cancelled CI job (SIGTERM) or Ctrl-C (SIGINT) does, 60 requests into a 120 s run."""
     url, answered = own_fault_server
     slo = slo_file(tmp_path, "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n")
     report_dir = tmp_path / "report"
@@ -260,13 +264,14 @@ def test_sigterm_before_the_run_time_writes_the_report_and_says_so(
             if answered.exists() and len(answered.read_text().splitlines()) >= 60:
                 break
             time.sleep(0.2)  # polling the server's log for the requests, not waiting a fixed time
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
     report = json.loads((report_dir / "slo-report.json").read_text())
     assert proc.returncode == code and report["verdict"] == verdict, stderr[-2000:]
     stopped = report["run"]["stopped"]
-    assert stopped["reason"] == INTERRUPTED and stopped["signal"] == "SIGTERM" and stopped["after_s"] < 60
-    assert report["reasons"][0].startswith("Interrupted by SIGTERM after")
-    assert "SIGTERM: the run is interrupted" in stderr
+    name = signal.Signals(signum).name
+    assert stopped["reason"] == INTERRUPTED and stopped["signal"] == name and stopped["after_s"] < 60
+    assert report["reasons"][0].startswith(f"Interrupted by {name} after")
+    assert f"{name}: the run is interrupted" in stderr

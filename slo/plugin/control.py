@@ -22,7 +22,7 @@ from slogate.slo.plugin.gate import Gate, gate_for
 
 log = logging.getLogger("slogate")
 BAD_CONFIG = "bad configuration"
-SIGTERM_EXIT = 128 + signal.SIGTERM  # 143
+INTERRUPT_EXITS = {"SIGTERM": 128 + signal.SIGTERM, "SIGINT": 128 + signal.SIGINT}  # 143, 130: as shells say
 
 
 def abort_run(environment: Any, reason: str) -> None:
@@ -65,21 +65,33 @@ def end_gracefully(runner: Any) -> None:
 
 
 def watch_signals(gate: Gate) -> None:
-    """SIGTERM (a cancelled CI job, `timeout`, an evicted pod) before the run's end: recorded, so the
-    report says the run was interrupted (inconclusive, or a fail already certain; slo/gate/judge.py)
-    while Locust shuts down and writes it. A second one ends the process at once (exit 143, as
-    shells expect). Locust's own handler, registered after this one, still runs after it."""
+    """SIGTERM (a cancelled CI job, `timeout`, an evicted pod) or SIGINT (Ctrl-C) before the run's
+    end: recorded, so the report says the run was interrupted (inconclusive, or a fail already
+    certain; slo/gate/judge.py) while Locust shuts down as it always does and writes it. A second
+    signal ends the process at once (exit 143 or 130, as shells expect).
 
-    def on_sigterm() -> None:
+    SIGTERM: a gevent watcher, run before Locust's own (registered after this one). SIGINT: a
+    Python handler that then calls the one it replaced, which raises the KeyboardInterrupt Locust
+    shuts down on (a gevent watcher would replace that)."""
+
+    def interrupted(name: str) -> None:
         if gate.signal is not None:
-            sys.stderr.write("slogate: second SIGTERM: exiting now\n")
-            os._exit(SIGTERM_EXIT)
+            sys.stderr.write(f"slogate: second {name}: exiting now\n")
+            os._exit(INTERRUPT_EXITS[name])
         if gate.started_at is not None and not gate.judged:
-            gate.signal = "SIGTERM"
+            gate.signal = name
             gate.ended_at = gate.ended_at or time.time()
-            log.warning("slogate: SIGTERM: the run is interrupted; writing the report (a second SIGTERM exits now)")
+            log.warning("slogate: %s: the run is interrupted; writing the report (a second %s exits now)", name, name)
 
-    gevent.signal_handler(signal.SIGTERM, on_sigterm)
+    gevent.signal_handler(signal.SIGTERM, interrupted, "SIGTERM")
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        interrupted("SIGINT")
+        if callable(previous):
+            previous(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
 
 
 def note_workload(environment: Any, model: str, workload: WorkloadFacts | dict[str, Any]) -> None:
