@@ -77,12 +77,13 @@ class PromptMix:
     max_tokens: int | None
 
 
-def _typed(cls: type, value: Any) -> Any:
-    """`value` (a JSON object) as `cls`, its unknown keys left out; None when it is not an object."""
+def _typed(cls: type, value: Any, **given: Any) -> Any:
+    """`value` (a JSON object) as `cls`, its unknown keys left out and `given` fields set as given;
+    None when it is not an object."""
     if not isinstance(value, Mapping):
         return None
     known = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in value.items() if k in known})
+    return cls(**{**{k: v for k, v in value.items() if k in known}, **given})
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,10 +201,7 @@ class Breach:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any] | None) -> Breach | None:
-        if not isinstance(d, Mapping):
-            return None
-        known = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in d.items() if k in known}, "at": from_utc_iso(d.get("at")) or 0.0})
+        return _typed(cls, d, at=from_utc_iso(d.get("at")) or 0.0) if isinstance(d, Mapping) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +268,5 @@ class RunStop:
     def from_json(cls, d: Mapping[str, Any] | None) -> RunStop | None:
         if not isinstance(d, Mapping):
             return None
-        known = {f.name for f in fields(cls)} - {"objectives"}
         looks = tuple(_typed(ObjectiveLook, o) for o in d.get("objectives") or () if isinstance(o, Mapping))
-        return cls(**{k: v for k, v in d.items() if k in known}, objectives=looks)
+        return _typed(cls, d, objectives=looks)
