@@ -105,11 +105,15 @@ def test_workers_each_send_their_share_and_the_master_merges_all(logging_server,
     records = logged(log)
     assert len(records) == len(entries) == run.report["metrics"]["all"]["requests"]
     assert run.report["run"]["workers"] == 2 == run.report["run"]["workers_complete"]
-    # Each request within 50 ms of its time, whichever worker sent it. Sorted, both lists pair up
-    # element by element within that bound too, whatever jitter reordered two close arrivals.
+    # Each request near its time, whichever worker sent it. Sorted, both lists pair up element by
+    # element, whatever jitter reordered two close arrivals. The two workers' clocks start apart, so
+    # the lists are aligned on their median difference; the bounds leave room for a loaded 2-core
+    # CI machine (a burst instead of pacing would be off by up to the trace's 570 ms).
     offsets = sorted((r["arrived"] - records[0]["arrived"]) * 1000 for r in records)
     due = sorted(e["timestamp"] / 2 for e in entries)
-    assert max(abs(o - d) for o, d in zip(offsets, due, strict=True)) < 50
+    shift = statistics.median(o - d for o, d in zip(offsets, due, strict=True))
+    errors_ms = [abs(o - d - shift) for o, d in zip(offsets, due, strict=True)]
+    assert statistics.median(errors_ms) < 20 and max(errors_ms) < 150, errors_ms
 
 
 @pytest.mark.parametrize(
