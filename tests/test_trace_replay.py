@@ -60,7 +60,7 @@ def test_a_trace_replays_with_its_arrival_times_and_prefix_sharing(logging_serve
     # Arrival times follow the trace's: offsets from the first request, as the server saw them.
     offsets_ms = [(r["arrived"] - records[0]["arrived"]) * 1000 for r in records]
     errors_ms = [abs(o - e["timestamp"]) for o, e in zip(offsets_ms, entries, strict=True)]
-    assert statistics.median(errors_ms) < 10 and max(errors_ms) < 50, errors_ms
+    assert statistics.median(errors_ms) < 10 and max(errors_ms) < 100, errors_ms
     # Prefix sharing: every hash id is one text wherever it appears, distinct ids are distinct texts.
     texts: dict[int, str] = {}
     for record, entry in zip(records, entries, strict=True):
