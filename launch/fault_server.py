@@ -1,8 +1,9 @@
 """A small OpenAI-style streaming server with scripted behaviour, for error paths and TTFT truth.
 
 Not a stand-in for vLLM (the end-to-end tests use the real server): it exists to produce what
-vLLM rarely does on demand: HTTP 429/500, a stream cut mid-way, a stall, an error event, and
-a role-only first chunk followed by content after an exact delay. It streams the three
+vLLM rarely does on demand: HTTP 429/500, a stream cut mid-way, a stall, a trickle, a 10 MiB line,
+a body that is not an event stream, an error event, a certificate that does not verify, and a
+role-only first chunk followed by content after an exact delay. It streams the three
 endpoints slogate can load, each in the shape vLLM 0.32 emits (launch/fault_formats.py):
 `/v1/chat/completions`, `/v1/completions` and `/v1/responses`; every behaviour and fault below
 applies to each, in that endpoint's own events.
@@ -24,6 +25,12 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
     bad_json_after=2  send a data line that is not JSON after N content chunks, then go on
     bad_shape_after=2 send a JSON event of the wrong shape (`{"choices": [null]}`; responses: a
                       `response.completed` whose `response` is a string) after N content chunks
+    trickle_after=1   after N content chunks, send the rest one byte at a time, trickle_ms (default
+                      250) apart: never silent for long, never done in time
+    huge_line_after=1 after N content chunks, send a token event huge_line_bytes long (default
+                      10 MiB) in one line
+    not_sse=1         answer 200 with the endpoint's whole JSON answer (Content-Type
+                      application/json), as a server that ignores `stream: true` does
     done=0            end the stream (and the HTTP body, properly) without its end marker:
                       `data: [DONE]`, or responses' `response.completed`
     usage=0           leave out the usage (chunk, or `response.usage`)
@@ -36,8 +43,13 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
                       fault is drawn at random (seeded) instead. The other keys still apply
                       (e.g. `mix=1,stall_ms=2000,tokens=5`).
 
-Run: python -m slogate.launch.fault_server [--port N] [--log FILE] [--log-bodies]; it prints
-`PORT <n>` when listening (`spawn()` does that and waits for it). Each streamed request is logged
+With --tls-cert and --tls-key it speaks TLS only (`spawn(tls=...)`: an https URL), and logs each
+handshake the client refuses (it does not trust the certificate) as a row of its own, fault `tls`:
+the ground truth of `tls` failures (a client that merely goes away mid-handshake is no row).
+
+Run: python -m slogate.launch.fault_server [--port N] [--log FILE] [--log-bodies] [--tls-cert PEM
+--tls-key PEM]; it prints `PORT <n>` when listening (`spawn()` does that and waits for it). It
+also answers `/v1/models`, `/tokenize` and `/metrics` (a few vLLM gauges). Each streamed request is logged
 as one JSON line to --log when the server is done with it (the ground truth): when it arrived,
 when its first content chunk was written, `fault` (the fault it injected, by the names of
 `FAULTS` and `http_<status>`, or null), `completed` (the server wrote all it meant to: false after
@@ -56,6 +68,7 @@ import hashlib
 import itertools
 import json
 import random
+import ssl
 import subprocess
 import sys
 import time
@@ -73,6 +86,8 @@ DEFAULTS = {
     "usage": 1,
     "done": 1,
     "stall_ms": 3_600_000.0,
+    "trickle_ms": 250.0,
+    "huge_line_bytes": 10 * 1024 * 1024,
 }
 # What `mix` injects, by the name the log gives it. Each ErrorKind a server can cause is here.
 FAULTS: dict[str, dict[str, float]] = {
@@ -87,6 +102,9 @@ FAULTS: dict[str, dict[str, float]] = {
     "no_done": {"done": 0},
     "no_content": {"tokens": 0},
     "stall": {"stall_after": 1},
+    "trickle": {"trickle_after": 1},
+    "huge_line": {"huge_line_after": 1},
+    "not_sse": {"not_sse": 1},
 }
 MIX_ALL = ("ok", *FAULTS)
 
@@ -117,10 +135,14 @@ def parse_mix(model: str) -> tuple[str, ...] | None:
     return None
 
 
+METRICS = b"vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n"
+
+
 class Server:
-    def __init__(self, log_path: str | None, log_bodies: bool = False) -> None:
+    def __init__(self, log_path: str | None, log_bodies: bool = False, tls: ssl.SSLContext | None = None) -> None:
         self.log = open(log_path, "a") if log_path else None  # noqa: SIM115 (lives as long as the server)
         self.log_bodies = log_bodies
+        self.tls = tls
         self.mixes: dict[str, Iterator[str]] = {}  # per model string: the faults still to come
         self.slots: dict[int, asyncio.Semaphore] = {}  # per `slots=` value: the streams being served
 
@@ -135,6 +157,14 @@ class Server:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            if self.tls is not None:
+                arrived = time.time()
+                try:
+                    await writer.start_tls(self.tls)
+                except (ssl.SSLError, ConnectionError) as e:
+                    if isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLEOFError):  # refused, not just gone
+                        self.log_row({"arrived": arrived, "outcome": "tls", "fault": "tls", "completed": False})
+                    return
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 arrived = time.time()
@@ -151,11 +181,11 @@ class Server:
             writer.close()
 
     async def json_response(self, writer: asyncio.StreamWriter, status: int, obj: object) -> bool:
-        data = json.dumps(obj).encode()
-        writer.write(
-            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
-            + data
-        )
+        return await self.respond(writer, status, json.dumps(obj).encode(), "application/json")
+
+    async def respond(self, writer: asyncio.StreamWriter, status: int, data: bytes, content_type: str) -> bool:
+        head = f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {len(data)}\r\n\r\n"
+        writer.write(head.encode() + data)
         await writer.drain()
         return True
 
@@ -164,6 +194,8 @@ class Server:
             return await self.json_response(writer, 200, {})
         if path == "/v1/models":
             return await self.json_response(writer, 200, {"object": "list", "data": [{"id": "default"}]})
+        if path == "/metrics":
+            return await self.respond(writer, 200, METRICS, "text/plain; version=0.0.4")
         req = json.loads(body or b"{}")
         if path == "/tokenize":
             return await self.json_response(writer, 200, {"count": len(req.get("prompt", "").split())})
@@ -204,6 +236,11 @@ class Server:
                 keep = await self.json_response(writer, int(b["status"]), {"error": {"message": "injected failure"}})
                 state["completed"] = True
                 return keep
+            if b.get("not_sse"):
+                state["fault"] = "not_sse"
+                keep = await self.json_response(writer, 200, fmt.whole())
+                state["completed"] = True
+                return keep
             if "slots" not in b:
                 return await self.stream(writer, fmt, b, state)
             async with self.slots.setdefault(int(b["slots"]), asyncio.Semaphore(int(b["slots"]))):
@@ -217,9 +254,20 @@ class Server:
         writer.write(fmt.opening(bool(b["role_first"])))
         await writer.drain()
         await asyncio.sleep(b["ttft_ms"] / 1000)
+        trickling = False
 
         def inject(fault: str) -> None:
             state["fault"] = state["fault"] or fault
+
+        async def send(data: bytes) -> None:
+            """Write `data`: at once, or one byte per `trickle_ms` once trickling."""
+            if not trickling:
+                writer.write(data)
+                return
+            for i in range(len(data)):
+                writer.write(data[i : i + 1])
+                await writer.drain()
+                await asyncio.sleep(b["trickle_ms"] / 1000)
 
         errored = False
         for i in range(int(b["tokens"])):
@@ -231,9 +279,15 @@ class Server:
             if "stall_after" in b and i == int(b["stall_after"]):
                 inject("stall")
                 await asyncio.sleep(b["stall_ms"] / 1000)
+            if "trickle_after" in b and i == int(b["trickle_after"]):
+                inject("trickle")
+                trickling = True
+            if "huge_line_after" in b and i == int(b["huge_line_after"]):
+                inject("huge_line")
+                writer.write(fmt.token("x" * int(b["huge_line_bytes"])))
             if "error_after" in b and i == int(b["error_after"]):
                 inject("error_event")
-                writer.write(fmt.error())
+                await send(fmt.error())
                 errored = True
                 break
             if "bad_json_after" in b and i == int(b["bad_json_after"]):
@@ -242,16 +296,16 @@ class Server:
             if "bad_shape_after" in b and i == int(b["bad_shape_after"]):
                 inject("bad_shape")
                 writer.write(fmt.bad_shape())
-            writer.write(fmt.token(f" tok{i}"))
+            await send(fmt.token(f" tok{i}"))
             await writer.drain()
             if state["first_content_at"] is None:
                 state["first_content_at"] = time.time()
         if state["first_content_at"] is None:
             inject("no_content")
-        writer.write(fmt.closing(int(b["tokens"]), bool(b["usage"]), bool(b["done"]), errored))
+        await send(fmt.closing(int(b["tokens"]), bool(b["usage"]), bool(b["done"]), errored))
         if not b["done"]:
             inject("no_done")
-        writer.write(b"0\r\n\r\n")
+        await send(b"0\r\n\r\n")
         await writer.drain()
         state["completed"] = True
         return True
@@ -265,24 +319,33 @@ class Server:
         completed: bool,
         first_content_at: float | None,
     ) -> None:
+        outcome = fault or ("ok" if completed else "incomplete")
+        row = {
+            "arrived": arrived,
+            "first_content_at": first_content_at,
+            "outcome": outcome,
+            "fault": fault,
+            "completed": completed,
+            "digest": digest,
+        }
+        if body is not None:
+            row["body"] = body
+        self.log_row(row)
+
+    def log_row(self, row: dict) -> None:
         if self.log:
-            outcome = fault or ("ok" if completed else "incomplete")
-            row = {
-                "arrived": arrived,
-                "first_content_at": first_content_at,
-                "outcome": outcome,
-                "fault": fault,
-                "completed": completed,
-                "digest": digest,
-            }
-            if body is not None:
-                row["body"] = body
             self.log.write(json.dumps(row) + "\n")
             self.log.flush()
 
 
-async def main(port: int, log_path: str | None, log_bodies: bool) -> None:
-    server = Server(log_path, log_bodies)
+def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certfile, keyfile)
+    return context
+
+
+async def main(port: int, log_path: str | None, log_bodies: bool, tls: ssl.SSLContext | None = None) -> None:
+    server = Server(log_path, log_bodies, tls)
     srv = await asyncio.start_server(server.handle, "127.0.0.1", port)
     print(f"PORT {srv.sockets[0].getsockname()[1]}", flush=True)
     async with srv:
@@ -290,13 +353,19 @@ async def main(port: int, log_path: str | None, log_bodies: bool) -> None:
 
 
 def spawn(
-    log: Path | None = None, prefix: Sequence[str] = (), log_bodies: bool = False
+    log: Path | None = None,
+    prefix: Sequence[str] = (),
+    log_bodies: bool = False,
+    tls: tuple[Path, Path] | None = None,
 ) -> tuple[subprocess.Popen[str], str]:
     """Start the server in a process of its own (`prefix` e.g. pins it: `taskset -c 1`); returns
-    the process and the base URL once it listens. The caller terminates the process."""
+    the process and the base URL once it listens. `tls`: (certificate, key) PEM files, to speak
+    TLS only at an https URL. The caller terminates the process."""
     argv = [*prefix, sys.executable, "-m", "slogate.launch.fault_server", *(["--log", str(log)] if log else [])]
     if log_bodies:
         argv.append("--log-bodies")
+    if tls:
+        argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -304,7 +373,7 @@ def spawn(
         proc.kill()
         proc.wait()
         raise RuntimeError(f"the fault server did not start: {line!r}")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+    return proc, f"{'https' if tls else 'http'}://127.0.0.1:{int(line.split()[1])}"
 
 
 if __name__ == "__main__":
@@ -312,8 +381,10 @@ if __name__ == "__main__":
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--log")
     ap.add_argument("--log-bodies", action="store_true", help="log each streamed request's JSON body too")
+    ap.add_argument("--tls-cert", help="speak TLS only, with this certificate (PEM)")
+    ap.add_argument("--tls-key", help="the certificate's private key (PEM)")
     a = ap.parse_args()
     try:
-        asyncio.run(main(a.port, a.log, a.log_bodies))
+        asyncio.run(main(a.port, a.log, a.log_bodies, tls_context(a.tls_cert, a.tls_key) if a.tls_cert else None))
     except KeyboardInterrupt:
         sys.exit(0)

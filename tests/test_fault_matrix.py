@@ -1,6 +1,7 @@
 """Every fault kind in one run: the fault server injects a different fault per request and logs
 what it injected; the report must account for every request, exactly, by kind. Then the same
-faults on each endpoint, in that endpoint's own event format."""
+faults on each endpoint, in that endpoint's own event format. (TLS, a fault of the whole server
+rather than of one request, has its own runs: tests/test_faults_tls.py.)"""
 
 import concurrent.futures
 import itertools
@@ -31,14 +32,21 @@ EXPECTED_KIND: dict[str, ErrorKind | None] = {
     "no_done": ErrorKind.TRUNCATED,  # a proper end of the body, but no `data: [DONE]`
     "no_content": ErrorKind.NO_CONTENT,
     "stall": ErrorKind.TIMEOUT,  # 3 s without a byte, past --request-timeout 1
+    # A byte every 250 ms: never 1 s without one, but never done within --request-timeout 1 in all.
+    "trickle": ErrorKind.TIMEOUT,
+    "huge_line": ErrorKind.PROTOCOL,  # a 10 MiB line, failed at 1 MiB (sse.MAX_LINE_BYTES)
+    "not_sse": ErrorKind.PROTOCOL,  # 200, but the whole answer as JSON: stream ignored
 }
+# A fault of the whole server (every handshake), with runs of its own: tests/test_faults_tls.py.
+SERVER_FAULTS: dict[str, ErrorKind] = {"tls": ErrorKind.TLS}
 TOKENS = 5
 
 
 def test_every_fault_kind_is_named_and_expected() -> None:
     assert set(EXPECTED_KIND) == set(fault.MIX_ALL)
     server_made = {k for k in ErrorKind if k not in (ErrorKind.DROPPED, ErrorKind.UNFINISHED)}
-    assert {k for k in EXPECTED_KIND.values() if k} == server_made  # every kind a server can cause
+    expected = {k for k in EXPECTED_KIND.values() if k} | set(SERVER_FAULTS.values())
+    assert expected == server_made  # every kind a server can cause
 
 
 def server_rows(log: Path, expected: int, timeout_s: float = 10) -> list[dict]:
@@ -56,8 +64,9 @@ def server_rows(log: Path, expected: int, timeout_s: float = 10) -> list[dict]:
 def test_one_run_with_every_fault_accounts_for_every_request_by_kind(own_fault_server, locust_run, endpoint) -> None:
     url, log = own_fault_server
     model = f"mix=1,stall_ms=3000,tokens={TOKENS}"
+    # Four users: a cycle's two 1 s faults (stall, trickle) hold two of them, the others go on.
     run = locust_run(
-        url, "-u", "2", "-r", "2", "-t", "4s", "--stop-timeout", "5", "--request-timeout", "1",
+        url, "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5", "--request-timeout", "1",
         "--model", model, "--no-prime-prefixes", "--shared-prefix-tokens", "20", "--endpoint", endpoint, timeout=60,
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]  # no SLO file: measured, not gated
@@ -126,25 +135,31 @@ def test_slots_serve_at_most_that_many_streams_at_once(tmp_path: Path) -> None:
         proc.wait()
 
 
+# The faults whose reading is the event parser's: the plain http.client reader below has no total
+# deadline (a trickle would hold it for minutes) and reads any Content-Type; the users have both,
+# and the Locust run above covers those two faults on each endpoint.
+PARSER_FAULTS = tuple(name for name in fault.MIX_ALL if name not in ("trickle", "not_sse"))
+
+
 @pytest.mark.parametrize("name", sorted(ENDPOINTS))
 def test_every_fault_on_each_endpoint_is_counted_by_kind(name: str, tmp_path: Path) -> None:
-    """Each fault once (`mix=1` cycles through them), on one endpoint: each request counted as the
-    fault it met; the successes with the right TTFT event, usage and answer; and the log's `body`
-    (--log-bodies) is exactly what was sent."""
+    """Each fault once (`mix=...` cycles through them), on one endpoint: each request counted as
+    the fault it met; the successes with the right TTFT event, usage and answer; and the log's
+    `body` (--log-bodies) is exactly what was sent."""
     endpoint = ENDPOINTS[name]
     log = tmp_path / "served.jsonl"
     proc, url = fault.spawn(log, log_bodies=True)
     try:
-        model = "mix=1,stall_ms=1500,tokens=3,ttft_ms=30"
+        model = f"mix={'+'.join(PARSER_FAULTS)},stall_ms=1500,tokens=3,ttft_ms=30"
         sent = []
-        for i in range(len(fault.MIX_ALL)):
+        for i in range(len(PARSER_FAULTS)):
             messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"request {i}"}]
             sent.append(stream(url, endpoint, model, messages, timeout_s=1.0))
-        rows = server_rows(log, len(fault.MIX_ALL))
+        rows = server_rows(log, len(PARSER_FAULTS))
     finally:
         proc.terminate()
         proc.wait()
-    assert sorted(r["fault"] or "ok" for r in rows) == sorted(fault.MIX_ALL)
+    assert sorted(r["fault"] or "ok" for r in rows) == sorted(PARSER_FAULTS)
     for row in rows:
         # each body is unique (`request i`): the row's logged body names the request it was
         [(record, answer)] = [(record, answer) for body, record, answer in sent if body == row["body"]]

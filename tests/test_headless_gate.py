@@ -1,8 +1,10 @@
 """The gate end to end through `locust --headless`: exit codes and reports as CI sees them."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
+from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
 
 FAST = "ttft_ms=100,tokens=3,itl_ms=2"
@@ -37,6 +39,15 @@ def test_pass_and_fail(
     assert {"all", "shared", "unique"} <= set(report["metrics"])
     assert (run.report_dir / "slo-junit.xml").exists() and (run.report_dir / "slo-summary.md").exists()
     assert f"slogate: {verdict.upper()}" in run.stdout
+
+
+def test_a_ci_log_ends_with_the_verdict_after_locusts_tables(fault_server: str, tmp_path: Path) -> None:
+    """Locust prints its tables after slogate's summary; the last lines are slogate's all the same."""
+    argv = locust_argv(fault_server, report_dir=tmp_path / "report", extra=run_args(slo_file(tmp_path, 500, 5)))
+    run = subprocess.run(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    lines = [x for x in run.stdout.splitlines() if x.strip()]
+    assert any("Aggregated" in x for x in lines)  # Locust's table, printed ...
+    assert lines[-2:] == ["slogate: PASS (exit 0)", f"slogate: reports in {tmp_path / 'report'}/"]  # ... before these
 
 
 def test_too_few_samples_is_inconclusive(fault_server: str, locust_run, tmp_path: Path) -> None:
@@ -78,6 +89,9 @@ def test_an_unreachable_target_stops_the_run_inconclusive(locust_run, tmp_path: 
     expected = "no request succeeded in 3 s" if model_given else "cannot reach the target"
     assert any("target unreachable" in r and expected in r for r in run.report["reasons"]), run.report["reasons"]
     assert "slogate: INCONCLUSIVE (exit 3)" in run.stdout
+    if model_given:  # 2 users, each pausing 0.1 s after a refused connection: not thousands a second
+        refused = run.report["metrics"]["all"]["errors_by_kind"]["connect"]
+        assert 0 < refused <= 2 * run.report["run"]["duration_s"] / 0.1 + 10, refused
 
 
 def test_a_target_that_refuses_every_request_is_given_up_after_the_limit() -> None:

@@ -3,13 +3,16 @@
 import json
 
 import pytest
+from slogate.locustfiles.load.bounds import bounded_bytes
 from slogate.locustfiles.load.sse import (
+    MAX_LINE_BYTES,
     SseParser,
     StreamErrorEvent,
     StreamProtocolError,
     apply_chat_event,
     apply_completions_event,
     apply_responses_event,
+    not_an_event_stream,
 )
 from slogate.locustfiles.load.timer import StreamTimer
 from slogate.slo.gate.record import ErrorKind
@@ -53,6 +56,58 @@ def test_crlf_comments_and_multiline_data() -> None:
     p = SseParser()
     out = p.feed(b': keep-alive\r\n\r\ndata: {"a":\r\ndata: 1}\r\n\r\nevent: x\nid: 3\ndata:[DONE]\n\n')
     assert out == [b'{"a":\n1}', b"[DONE]"]
+
+
+def test_a_line_over_the_cap_is_a_protocol_error_whole_or_in_pieces() -> None:
+    """Memory is bounded: a 10 MiB line fails at the cap, fed at once or 64 KiB at a time (then
+    the parser never holds much more than the cap)."""
+    huge = event(content("x" * (10 * MAX_LINE_BYTES)))
+    with pytest.raises(StreamProtocolError, match="longer than 1 MiB"):
+        SseParser().feed(huge)
+    parser, fed = SseParser(), 0
+    with pytest.raises(StreamProtocolError, match="longer than 1 MiB"):
+        for start in range(0, len(huge), 1 << 16):
+            parser.feed(huge[start : start + (1 << 16)])
+            fed += 1 << 16
+    assert fed <= MAX_LINE_BYTES + (1 << 16)
+
+
+def test_an_event_of_many_data_lines_over_the_cap_is_a_protocol_error() -> None:
+    line = b"data: " + b"y" * 1000 + b"\n"
+    with pytest.raises(StreamProtocolError, match="longer than 1 MiB"):
+        SseParser().feed(line * (MAX_LINE_BYTES // 1000 + 10))
+
+
+def test_lines_and_events_up_to_the_cap_are_read() -> None:
+    text = "z" * (MAX_LINE_BYTES - 200)
+    [payload] = SseParser().feed(event(content(text)))
+    assert json.loads(payload) == content(text)
+
+
+def test_bounded_bytes_passes_short_lines_and_fails_a_long_one() -> None:
+    chunks = [b"data: a\n\n", b"data: " + b"b" * 10, b"b\n\n"]
+    assert list(bounded_bytes(iter(chunks), limit=100)) == chunks
+    long = [b"data: ", b"c" * 60, b"c" * 60, b"\n"]
+    with pytest.raises(StreamProtocolError, match="longer than"):
+        list(bounded_bytes(iter(long), limit=100))
+
+
+@pytest.mark.parametrize(
+    ("content_type", "refused"),
+    [
+        ("text/event-stream", False),
+        ("text/event-stream; charset=utf-8", False),
+        ("Text/Event-Stream", False),
+        (None, False),  # no Content-Type: read as events, failing as what it turns out to be
+        ("application/json", True),
+        ("text/html; charset=utf-8", True),
+    ],
+)
+def test_a_200_that_is_not_an_event_stream_is_refused_naming_its_type(content_type: str | None, refused: bool) -> None:
+    error = not_an_event_stream(content_type)
+    assert (error is not None) == refused
+    if error is not None:
+        assert str(error) == f"HTTP 200 with Content-Type {content_type}, not text/event-stream"
 
 
 def feed_all(chunks: list[bytes], times: list[float]) -> tuple[StreamTimer, bool]:

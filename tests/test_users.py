@@ -2,6 +2,7 @@
 
 import statistics
 import time
+import tracemalloc
 from typing import Any
 
 import gevent
@@ -11,6 +12,7 @@ from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
 from slogate.launch.server import free_port
+from slogate.locustfiles.load.sse import MAX_LINE_BYTES
 from slogate.locustfiles.load.timer import StreamTimer
 from slogate.locustfiles.load.users import ChatStreamUser
 from slogate.locustfiles.load.users_openai import OpenAIChatUser
@@ -115,6 +117,11 @@ FAULTS = [
     ("tokens=5,stall_after=1", ErrorKind.TIMEOUT),
     ("tokens=0", ErrorKind.NO_CONTENT),
     ("tokens=5,bad_shape_after=2", ErrorKind.PROTOCOL),  # `{"choices": [null]}`: the SDK passes it on
+    ("tokens=5,bad_json_after=2", ErrorKind.PROTOCOL),  # the SDK parses it itself (JSONDecodeError)
+    # A byte every 50 ms never trips a between-bytes timeout: --request-timeout is the whole request's.
+    ("tokens=5,trickle_after=1,trickle_ms=50", ErrorKind.TIMEOUT),
+    ("tokens=3,huge_line_after=1", ErrorKind.PROTOCOL),  # a 10 MiB line: failed at 1 MiB
+    ("not_sse=1", ErrorKind.PROTOCOL),  # 200 with the whole answer as JSON
 ]
 
 
@@ -130,6 +137,20 @@ def test_faults_are_counted_by_kind_without_crash_or_loss(
     assert [r.error_kind for r in records] == [kind] * 3
     failed = [e for e in h.locust_events if e["exception"] is not None]
     assert len(failed) == 3 and str(kind) in str(failed[0]["exception"])
+
+
+@pytest.mark.parametrize("user_class", USERS)
+def test_a_10_mib_line_fails_at_the_cap_and_the_client_never_holds_it(fault_server: str, user_class: type) -> None:
+    h = Harness(user_class, fault_server, "tokens=3,huge_line_after=1")
+    h.call(1)  # the client's own first-use allocations, off the measure
+    tracemalloc.start()
+    try:
+        record = h.call(1)[-1]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert record.error_kind is ErrorKind.PROTOCOL and "longer than 1 MiB" in record.error_message
+    assert peak < 4 * MAX_LINE_BYTES, peak  # holding the line would take 10 MiB at least
 
 
 @pytest.mark.parametrize(

@@ -101,6 +101,31 @@ def test_status_endpoint_and_reset_stats(web_ui: str) -> None:
     get(web_ui + "/stop", post=True)
 
 
+def test_the_stop_button_ends_the_run_as_the_user_decided_and_the_report_says_so(fault_server, tmp_path) -> None:
+    proc, url = start_web_ui(fault_server, tmp_path)
+    try:
+        start = urllib.request.Request(url + "/swarm", data=b"user_count=2&spawn_rate=2", method="POST")
+        urllib.request.urlopen(start, timeout=10).read()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = json.loads(get(url + "/slo/status")[1])
+            if status["metrics"].get("all", {}).get("requests", 0) >= 10:
+                break
+            time.sleep(0.3)
+        assert (tmp_path / "report" / "slo-journal.jsonl").exists()  # the run's journal, while it goes
+        assert get(url + "/stop", post=True)[0] == 200
+        while json.loads(get(url + "/stats/requests")[1])["state"] != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.3)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    report = json.loads((tmp_path / "report" / "slo-report.json").read_text())
+    stopped = report["run"]["stopped"]
+    assert stopped["reason"] == "by_hand" and report["verdict"] == "pass" and proc.returncode == 0
+    assert "Stopped by hand (web UI) after" in (tmp_path / "report" / "slo-summary.md").read_text()
+    assert not (tmp_path / "report" / "slo-journal.jsonl").exists()  # the reports hold all it did
+
+
 def test_assets_are_served_by_slogate_and_nothing_else_is(web_ui: str) -> None:
     status, page = get(web_ui + "/")
     assert status == 200 and page.count("./slo/assets/") == 4  # uPlot, its style, our charts and the tab

@@ -51,7 +51,16 @@ def _add_arguments(parser: Any) -> None:
         "--request-timeout",
         type=float,
         default=d.request_timeout_s,
-        help="Seconds without a byte before a request fails",
+        help="Seconds a request may take in all, from its send to its last byte (total, not between bytes: a "
+        "server that stalls or trickles a byte at a time fails as `timeout`); raise it for long answers",
+    )
+    parser.add_argument(
+        "--ca-bundle",
+        type=str,
+        default="",
+        include_in_web_ui=False,  # a file of the load generator's machines, read at start, not a form field
+        help="Verify an https target's certificate against the CAs in this PEM file (streams, model discovery, "
+        "/tokenize, /metrics); default: the system's CAs (SSL_CERT_FILE honoured)",
     )
     parser.add_argument(
         "--no-prime-prefixes", action="store_true", help="Do not send each shared prefix once before measuring"
@@ -107,6 +116,7 @@ def _check_options(environment: Any, **_: Any) -> None:
         return
     opts = environment.parsed_options
     try:
+        target.use_ca_bundle(opts.ca_bundle)
         config = config_from_options(opts)
         tags, workload_name = _available_tags(config, environment)
     except (ValueError, trace.TraceError, datasets.DatasetError) as e:
@@ -183,9 +193,11 @@ _prepared: dict[tuple[int, WorkloadConfig, str], Workload] = {}
 def workload_for(environment: Any) -> Workload:
     """The process's workload, prepared once (model discovery, calibration) on first use.
 
-    Raises `locustfiles.server.TargetError` when the target cannot be reached.
+    Raises `locustfiles.server.TargetError` when the target cannot be reached, ValueError for a
+    --ca-bundle that cannot be read.
     """
     config = config_from_options(environment.parsed_options)
+    target.use_ca_bundle(environment.parsed_options.ca_bundle)  # a worker's may come from its master
     key = (id(environment), config, environment.host)
     with _lock:
         workload = _prepared.get(key)

@@ -1,6 +1,7 @@
 """One-off calls to the target made before load starts: model discovery and token calibration.
 
-They use the standard library (gevent-patched under Locust); the hot path never comes here.
+They use the standard library (gevent-patched under Locust); the hot path never comes here. An
+https target's certificate is verified as the streams verify it (`target.tls_context`, --ca-bundle).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import json
 import urllib.error
 import urllib.request
 from typing import Any
+
+from slogate.slo.plugin import target
 
 
 class TargetError(Exception):
@@ -19,13 +22,14 @@ def _call(url: str, headers: dict[str, str], body: dict[str, Any] | None = None,
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={**headers, "Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=target.tls_context()) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as e:
         raise TargetError(f"{e.code} {e.reason} from {url.rsplit('/', 1)[-1]}") from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise TargetError(f"cannot reach the target: {reason}") from None
+        tls = target.tls_failure(reason) if isinstance(reason, BaseException) else None
+        raise TargetError(tls or f"cannot reach the target: {reason}") from None
     except ValueError:
         raise TargetError(f"{url.rsplit('/', 1)[-1]} did not answer JSON") from None
 

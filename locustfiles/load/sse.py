@@ -3,7 +3,9 @@
 `SseParser` follows the WHATWG event-stream rules that matter for OpenAI-compatible servers:
 events end at a blank line, several `data:` lines join with a newline, comments (`:`) and other
 fields are ignored, CR LF and LF both end a line. It accepts arbitrary chunks: one line, half an
-event, or many events at once.
+event, or many events at once. Its memory is bounded: a line or an event's data over
+`MAX_LINE_BYTES` is a `StreamProtocolError` (no event is near that: a vLLM token event is a few
+hundred bytes, a few KiB with logprobs), however long the server's line.
 
 `apply_chat_event`, `apply_completions_event` and `apply_responses_event` each map one event
 payload of their endpoint onto a `StreamTimer` and are the per-chunk hot path: one `json.loads`,
@@ -19,6 +21,8 @@ import json
 from slogate.locustfiles.load.timer import StreamTimer
 
 DONE = b"[DONE]"
+MAX_LINE_BYTES = 1 << 20  # 1 MiB: the longest line, or event data, a stream may send
+EVENT_STREAM = "text/event-stream"
 
 
 class StreamErrorEvent(Exception):
@@ -43,6 +47,8 @@ class SseParser:
             chunk = self._tail + chunk
         lines = chunk.split(b"\n")
         self._tail = lines.pop()
+        if len(chunk) > MAX_LINE_BYTES:  # one comparison per chunk; the lines are measured only past it
+            _check_lengths([self._tail, *lines])
         events: list[bytes] = []
         data = self._data
         for line in lines:
@@ -54,7 +60,11 @@ class SseParser:
                     data = None
             elif line[:5] == b"data:":
                 value = line[6:] if line[5:6] == b" " else line[5:]
-                data = value if data is None else data + b"\n" + value
+                if data is None:
+                    data = value
+                else:  # an event of several data lines: rare, so measured here
+                    data = data + b"\n" + value
+                    _check_lengths([data])
         self._data = data
         return events
 
@@ -62,6 +72,29 @@ class SseParser:
     def pending(self) -> bool:
         """True when bytes of an unfinished event are buffered (a cut stream leaves some)."""
         return bool(self._tail) or self._data is not None
+
+
+def _check_lengths(pieces: list[bytes]) -> None:
+    for piece in pieces:
+        if len(piece) > MAX_LINE_BYTES:
+            raise line_too_long()
+
+
+def line_too_long() -> StreamProtocolError:
+    return StreamProtocolError(f"an SSE line or event longer than {MAX_LINE_BYTES >> 20} MiB (memory stays bounded)")
+
+
+def not_an_event_stream(content_type: object) -> StreamProtocolError | None:
+    """The failure of a 200 answer to a stream request whose Content-Type is not
+    `text/event-stream` (a server or proxy that ignored `stream: true`, an HTML error page), or
+    None. Without a Content-Type the body is read as events: it fails as what it turns out to be."""
+    if not content_type:
+        return None
+    media = str(content_type).split(";", 1)[0].strip().lower()
+    if media == EVENT_STREAM:
+        return None
+    shown = " ".join(str(content_type).split())[:80]
+    return StreamProtocolError(f"HTTP 200 with Content-Type {shown}, not {EVENT_STREAM}")
 
 
 def apply_chat_event(payload: bytes, timer: StreamTimer, now: float) -> bool:

@@ -7,6 +7,11 @@ it costs several times more CPU per chunk (see the README).
 
 With `--turns` above 1 a closed-loop user runs one conversation at a time: each later turn is
 sent when the previous answer has ended and the think time has passed; a failed turn ends it.
+
+Every request is bounded (locustfiles/load/bounds.py): `--request-timeout` in all, however the
+server trickles, and its lines to `sse.MAX_LINE_BYTES`. An https target's certificate is verified
+against the process's one TLS context (`target.tls_context`, --ca-bundle); a handshake that fails
+is `tls`, and a 200 whose Content-Type is not `text/event-stream` is `protocol`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import User, constant, task
 from slogate.locustfiles.load import options
+from slogate.locustfiles.load.bounds import RequestDeadline, bound_lines, deadline
 from slogate.locustfiles.load.rx_timestamps import TimestampedSocket, timestamped_socket
 from slogate.locustfiles.load.server import TargetError
 from slogate.locustfiles.load.sse import (
@@ -32,6 +38,7 @@ from slogate.locustfiles.load.sse import (
     SseParser,
     StreamErrorEvent,
     StreamProtocolError,
+    not_an_event_stream,
     unexpected_shape,
 )
 from slogate.locustfiles.load.timer import StreamTimer
@@ -43,6 +50,7 @@ from slogate.slo.plugin.control import BAD_CONFIG, abort_run, note_workload
 from slogate.slo.plugin.listener import report_record
 
 _user_numbers = itertools.count()
+UNREACHABLE_BACKOFF_S = 0.1  # a closed-loop user's pause after a request that could not connect
 
 
 class ChatUser(User):
@@ -77,7 +85,12 @@ class ChatUser(User):
         return req or self.workload.next_request(self.rng)
 
     def after_turn(self, req: ChatRequest, record: RequestRecord, timer: StreamTimer) -> None:
-        """Closed loop: keep the conversation's next turn and wait the think time before it."""
+        """Closed loop: keep the conversation's next turn and wait the think time before it; after
+        a request that could not connect, wait `UNREACHABLE_BACKOFF_S` (a refused connection fails in
+        microseconds: a server restarting would otherwise see one user retry thousands of times a
+        second, taking a core from it and filling the report with what measures only the retry loop)."""
+        if record.error_kind in (ErrorKind.CONNECT, ErrorKind.TLS):
+            gevent.sleep(UNREACHABLE_BACKOFF_S)
         self.next_turn = self.follow_up(req, record, timer)
         if self.next_turn is not None:
             think = self.workload.think_time_s(self.rng)
@@ -95,14 +108,20 @@ class ChatUser(User):
     ) -> RequestRecord:
         """Run one request (`stream`), report its record and return it. One that the end of the run
         stops (Locust kills the greenlet past --stop-timeout) is reported as unfinished, with its
-        TTFT if its first token had come: never silently lost. `scheduled` (open loop) gives the send lag."""
+        TTFT if its first token had come: never silently lost. `scheduled` (open loop) gives the send lag.
+        The request's --request-timeout runs from here (`bounds.deadline`)."""
         sent = time.perf_counter()
+        timeout = deadline(self.workload.config.request_timeout_s)
         try:
             record = stream()
+        except RequestDeadline as e:  # past where the user's client maps it to its own timeout
+            record = timer.fail(ErrorKind.TIMEOUT, str(e), time.perf_counter())
         except gevent.GreenletExit:
             unfinished = timer.fail(ErrorKind.UNFINISHED, "in flight when the run stopped", time.perf_counter())
             report_record(self.environment, unfinished)
             raise
+        finally:
+            timeout.close()
         if scheduled is not None:
             record.send_lag_us = int((sent - scheduled) * 1_000_000)
         report_record(self.environment, record)
@@ -130,11 +149,12 @@ class SseChatUser(ChatUser):
     def connect(self) -> None:
         """(Re)create the HTTP client for `base_url`."""
         url = urlsplit(self.base_url)
-        timeout = self.workload.config.request_timeout_s
+        timeout = self.workload.config.request_timeout_s  # in all: `_report`'s deadline; these bound each step
         self.http = HTTPClient(
             url.hostname,
             port=url.port or (443 if url.scheme == "https" else 80),
             ssl=url.scheme == "https",
+            ssl_context_factory=_tls_context,
             connection_timeout=timeout,
             network_timeout=timeout,
             concurrency=self.concurrency,
@@ -154,9 +174,10 @@ class SseChatUser(ChatUser):
         try:
             resp = self.http.request("POST", self.path, body=body, headers=self.headers)
         except TimeoutError as e:
-            return timer.fail(ErrorKind.TIMEOUT, f"no response within the request timeout ({e})", time.perf_counter())
+            return timer.fail(ErrorKind.TIMEOUT, f"no response: {_one_line(e)}", time.perf_counter())
         except (OSError, HTTPParseError) as e:
-            return timer.fail(ErrorKind.CONNECT, _one_line(e), time.perf_counter())
+            tls = target.tls_failure(e)
+            return timer.fail(ErrorKind.TLS if tls else ErrorKind.CONNECT, tls or _one_line(e), time.perf_counter())
         try:
             if resp.status_code != 200:
                 detail = resp.read(300).decode("utf-8", "replace")
@@ -165,6 +186,10 @@ class SseChatUser(ChatUser):
                     f"HTTP {resp.status_code}: {_one_line(detail)}",
                     time.perf_counter(),
                 )
+            not_sse = not_an_event_stream(resp.get("content-type"))
+            if not_sse is not None:
+                raise not_sse
+            bound_lines(resp)
             parser = SseParser()
             apply_event = self.endpoint.apply_event
             readline = resp.readline
@@ -181,8 +206,8 @@ class SseChatUser(ChatUser):
                         _drain(resp)
                         return record
             return timer.fail(ErrorKind.TRUNCATED, "stream ended before its end event", time.perf_counter())
-        except TimeoutError:
-            return timer.fail(ErrorKind.TIMEOUT, "stream stalled past the request timeout", time.perf_counter())
+        except TimeoutError as e:
+            return timer.fail(ErrorKind.TIMEOUT, f"stream stalled or trickling: {_one_line(e)}", time.perf_counter())
         except StreamErrorEvent as e:
             return timer.fail(ErrorKind.STREAM_ERROR, str(e), time.perf_counter())
         except StreamProtocolError as e:
@@ -217,8 +242,14 @@ def _arrival_clock(resp: Any) -> Callable[[], float]:
 def _drain(resp: Any) -> None:
     """Read the rest of the body (the chunked terminator) so the connection can be kept alive."""
     # On failure release() closes the connection instead; the record is complete either way.
-    with contextlib.suppress(OSError, HTTPParseError):
+    with contextlib.suppress(OSError, HTTPParseError, StreamProtocolError):
         resp.read()
+
+
+def _tls_context(**_: Any) -> Any:
+    """geventhttpclient's `ssl_context_factory`: the process's one context (--ca-bundle), not a
+    bundle loaded per user (~40 ms of CPU each, while other users' streams are in flight)."""
+    return target.tls_context()
 
 
 def _one_line(value: Any) -> str:

@@ -3,23 +3,29 @@
 It measures the same things as `ChatStreamUser` with the SDK's own HTTP stack and parsing, which
 costs several times more CPU per chunk (pydantic objects per event): give it more processes.
 `max_retries=0`: the SDK would otherwise retry failures silently and hide them from the gate.
+Failures count by the same kinds as the raw user's: the SDK's TLS context is the process's
+(--ca-bundle) and a failed handshake is `tls`; its lines are bounded (`bounds.bounded_bytes`), a
+200 that is not an event stream and an event that is not JSON are `protocol`, and
+`--request-timeout` bounds the whole request (`ChatUser._report`).
 """
 
 from __future__ import annotations
 
 import functools
-import ssl
+import json
 import time
 from typing import Any
 
 import openai
 from locust import task
 from openai.types.chat import ChatCompletionChunk
+from slogate.locustfiles.load.bounds import bounded_bytes
 from slogate.locustfiles.load.sse import (
     SHAPE_ERRORS,
     StreamProtocolError,
     checked_counts,
     checked_text,
+    not_an_event_stream,
     unexpected_shape,
 )
 from slogate.locustfiles.load.timer import StreamTimer
@@ -46,13 +52,6 @@ def _warm_sdk() -> None:
     ChatCompletionChunk.model_validate(_SAMPLE_CHUNK)
 
 
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One per process: loading the CA bundle takes ~40 ms of CPU, and each SDK client would load
-    its own, stalling every stream in flight while users start (1.4 s with 30 users, measured)."""
-    return ssl.create_default_context()
-
-
 class OpenAIChatUser(ChatUser):
     def on_start(self) -> None:
         super().on_start()
@@ -66,7 +65,11 @@ class OpenAIChatUser(ChatUser):
             default_headers=self.auth_headers,  # overrides the SDK's Bearer header when the URL had credentials
             max_retries=0,
             timeout=self.workload.config.request_timeout_s,
-            http_client=openai.DefaultHttpxClient(verify=_tls_context(), event_hooks={"request": [self._on_send]}),
+            # The process's one TLS context (--ca-bundle): each SDK client loading its own CA bundle
+            # (~40 ms of CPU) stalls every stream in flight while users start (1.4 s with 30 users).
+            http_client=openai.DefaultHttpxClient(
+                verify=target.tls_context(), event_hooks={"request": [self._on_send]}
+            ),
         )
         self.client.chat.completions  # noqa: B018  (the SDK imports its resources on first use: not on the clock)
         _warm_sdk()
@@ -94,18 +97,26 @@ class OpenAIChatUser(ChatUser):
         perf = time.perf_counter
         saw_usage = False
         try:
-            for chunk in self.client.chat.completions.create(**body, extra_body=extra or None):
-                try:
-                    saw_usage = _apply_chunk(chunk, timer, perf()) or saw_usage
-                except SHAPE_ERRORS as e:  # the SDK does not validate chunks: `{"choices": [null]}` passes
-                    raise unexpected_shape(e) from None
+            with self.client.chat.completions.create(**body, extra_body=extra or None) as chunks:
+                _check_body(chunks.response)
+                for chunk in chunks:
+                    try:
+                        saw_usage = _apply_chunk(chunk, timer, perf()) or saw_usage
+                    except SHAPE_ERRORS as e:  # the SDK does not validate chunks: `{"choices": [null]}` passes
+                        raise unexpected_shape(e) from None
         except StreamProtocolError as e:
             return timer.fail(ErrorKind.PROTOCOL, str(e)[:200], perf())
+        except json.JSONDecodeError as e:  # the SDK parses each event's data itself
+            return timer.fail(ErrorKind.PROTOCOL, f"event is not JSON: {e}"[:200], perf())
         except openai.APIStatusError as e:
             return timer.fail(http_error_kind(e.status_code), f"HTTP {e.status_code}: {e.message}"[:200], perf())
-        except openai.APITimeoutError:
-            return timer.fail(ErrorKind.TIMEOUT, "no byte within the request timeout", perf())
+        except openai.APITimeoutError as e:
+            message = f"stalled or trickling: {e.__cause__ or e.message}"  # the deadline's, or httpx's own
+            return timer.fail(ErrorKind.TIMEOUT, message[:200], perf())
         except openai.APIConnectionError as e:
+            tls = _tls_failure(e)
+            if tls is not None:
+                return timer.fail(ErrorKind.TLS, tls[:200], perf())
             kind = ErrorKind.TRUNCATED if timer.token_events else ErrorKind.CONNECT
             return timer.fail(kind, f"{e.message}: {e.__cause__ or ''}"[:200], perf())
         except openai.APIError as e:
@@ -115,6 +126,30 @@ class OpenAIChatUser(ChatUser):
             # We always ask for include_usage; the SDK ends quietly when a stream stops early.
             return timer.fail(ErrorKind.TRUNCATED, "stream ended without its usage chunk", end)
         return timer.finish(end)
+
+
+def _check_body(response: Any) -> None:
+    """Before the first event: a 200 that is not an event stream fails as `protocol` (the SDK
+    would read it as a stream without events), and the body's lines are bounded from here on."""
+    not_sse = not_an_event_stream(response.headers.get("content-type"))
+    if not_sse is not None:
+        raise not_sse
+    read = response.iter_bytes
+    response.iter_bytes = lambda *args, **kwargs: bounded_bytes(read(*args, **kwargs))
+
+
+def _tls_failure(error: BaseException) -> str | None:
+    """The one-line TLS failure behind an SDK connection error (it wraps httpx's, which wraps the
+    `ssl` module's), or None."""
+    seen: BaseException | None = error
+    for _ in range(8):  # a short chain; never a cycle's endless walk
+        if seen is None:
+            return None
+        tls = target.tls_failure(seen)
+        if tls is not None:
+            return tls
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _apply_chunk(chunk: Any, timer: StreamTimer, now: float) -> bool:

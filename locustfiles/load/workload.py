@@ -63,6 +63,8 @@ class WorkloadConfig:
             raise ValueError(
                 f"--think-time-s must be X >= 0 or A-B with 0 <= A <= B, got {_range_text(self.think_time_s)}"
             )
+        if not self.request_timeout_s > 0:
+            raise ValueError(f"--request-timeout must be positive, got {self.request_timeout_s:g}")
         if not 0.0 <= self.shared_fraction <= 1.0:
             raise ValueError(f"--shared-fraction must be within [0, 1], got {self.shared_fraction}")
         if self.shared_prefixes < 1 and self.shared_fraction > 0:

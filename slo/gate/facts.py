@@ -229,15 +229,19 @@ class ObjectiveLook:
 
 # Why a run stopped (`RunStop.reason`).
 DECIDED, ABORTED, RUN_TIME, INTERRUPTED = "decided", "aborted", "run_time", "interrupted"
+KILLED, BY_HAND = "killed", "by_hand"  # judged from its journal (slo/gate/journal.py); the web UI's Stop
+CUT_SHORT = (INTERRUPTED, KILLED)  # ended before its run time, not by the gate: too early to judge
 
 
 @dataclass(frozen=True, slots=True)
 class RunStop:
     """Why and when the run ended (`run.stopped`): every objective decided (`--slo-stop-when-decided`),
-    aborted on a breach (`--slo-abort-on-fail`), its `--run-time` reached, or interrupted by a
-    signal before it (`signal`: e.g. SIGTERM, what a cancelled CI job or `timeout` sends)."""
+    aborted on a breach (`--slo-abort-on-fail`), its `--run-time` reached, interrupted by a signal
+    before it (`signal`: e.g. SIGTERM, what a cancelled CI job or `timeout` sends), killed (judged
+    afterwards from its journal: `after_s` is the journal's last entry), or stopped by hand in the
+    web UI (the user decided the run was over: judged as it stands)."""
 
-    reason: str  # DECIDED | ABORTED | RUN_TIME
+    reason: str  # DECIDED | ABORTED | RUN_TIME | INTERRUPTED | KILLED | BY_HAND
     after_s: float  # seconds into the run
     planned_s: float | None = None  # its --run-time, when it had one
     verdict: str | None = None  # DECIDED: the certain verdict, pass or fail
@@ -253,6 +257,13 @@ class RunStop:
         if self.reason == INTERRUPTED:
             by = f" by {self.signal}" if self.signal else ""
             return f"Interrupted{by} after {self.after_s:.0f} s{of}."
+        if self.reason == KILLED:
+            return (
+                f"Killed after {self.after_s:.0f} s{of} (or still running): judged from its journal, "
+                "whose last entry was then."
+            )
+        if self.reason == BY_HAND:
+            return f"Stopped by hand (web UI) after {self.after_s:.0f} s{of}."
         if self.reason == ABORTED:
             return f"Stopped after {self.after_s:.0f} s{of}: aborted on a breach (--slo-abort-on-fail)."
         decided = [o for o in self.objectives if o.state in ("pass", "fail")]

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, look
 from slogate.slo.gate.evaluate import evaluate
-from slogate.slo.gate.facts import DECIDED, INTERRUPTED, Breach, RunStop
+from slogate.slo.gate.facts import CUT_SHORT, DECIDED, Breach, RunStop
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind
 from slogate.slo.gate.regression import Baseline, RegressionCheck, check
@@ -53,8 +53,15 @@ def measurement_problems(measurements: MetricsStore) -> list[str]:
     """Facts in the measurements themselves that make any figure doubtful."""
     problems = []
     total = measurements.get(ALL)
-    if total.requests and not total.successes and total.errors_by_kind.get(ErrorKind.CONNECT) == total.requests:
-        problems.append(f"target unreachable: all {total.requests} requests failed to connect")
+    kinds = total.errors_by_kind
+    if (
+        total.requests
+        and not total.successes
+        and kinds.get(ErrorKind.CONNECT, 0) + kinds.get(ErrorKind.TLS, 0) == (total.requests)
+    ):
+        tls = kinds.get(ErrorKind.TLS, 0)
+        how = "failed to connect" if not tls else f"failed to connect ({tls} the TLS handshake: see --ca-bundle)"
+        problems.append(f"target unreachable: all {total.requests} requests {how}")
     return problems
 
 
@@ -114,12 +121,13 @@ def fold_abort(verdict: Verdict, reasons: list[str], aborted: Breach | None) -> 
 def fold_interrupted(
     verdict: Verdict, reasons: list[str], stopped: RunStop | None, spec: SloSpec, measurements: MetricsStore
 ) -> Verdict:
-    """The verdict of a run interrupted before its run time (a signal): too early to judge, so
+    """The verdict of a run cut short before its run time (a signal, or killed and judged from its
+    journal): too early to judge, so
     inconclusive (exit 3), unless an objective had already failed beyond noise (the anytime-valid
     bounds of slo/gate/early_stop.py, at the default confidence), then a fail (exit 1). A usage
     error stays one. Applied here, from the run's facts, so a saved interrupted report judged again
     gives the same verdict (prepends to `reasons`)."""
-    if stopped is None or stopped.reason != INTERRUPTED or verdict == Verdict.ERROR:
+    if stopped is None or stopped.reason not in CUT_SHORT or verdict == Verdict.ERROR:
         return verdict
     failed = [lk.name for lk in look(spec, measurements, DEFAULT_CONFIDENCE) if lk.state == FAIL]
     what = stopped.line().rstrip(".")

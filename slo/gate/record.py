@@ -60,14 +60,15 @@ class ErrorKind(StrEnum):
     """Why a request failed; reports count failures per kind."""
 
     CONNECT = "connect"  # refused, reset before a response, DNS
-    TIMEOUT = "timeout"  # no byte within the request timeout
+    TLS = "tls"  # the TLS handshake failed: most often the server's certificate does not verify
+    TIMEOUT = "timeout"  # not done within the request timeout (total: a stall or a trickle)
     HTTP_429 = "http_429"
     HTTP_4XX = "http_4xx"
     HTTP_5XX = "http_5xx"
     STREAM_ERROR = "stream_error"  # the server sent an error event mid-stream
     TRUNCATED = "truncated"  # the stream ended without `data: [DONE]`
     NO_CONTENT = "no_content"  # a complete stream that carried no token
-    PROTOCOL = "protocol"  # unparseable event
+    PROTOCOL = "protocol"  # unparseable event, a line over 1 MiB, a 200 that is not an event stream
     DROPPED = "dropped"  # open loop: not sent, every in-flight slot was busy at its scheduled time
     UNFINISHED = "unfinished"  # still in flight when the run stopped (past --stop-timeout)
 

@@ -33,6 +33,8 @@ from slogate.slo.gate.verdict import Outcome, Verdict
 SCHEMA = "slogate.report/2"
 _LEGACY_SCHEMA = "slogate.report/1"  # histograms and summaries only; still readable as a baseline
 
+JSON_NAME = "slo-report.json"  # the report file in a report directory (slo/outputs/render.py writes it)
+
 
 class ReportError(ValueError):
     """A report file that cannot be read; str() is one line."""

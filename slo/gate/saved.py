@@ -1,7 +1,8 @@
 """Saved results, read back for `slogate judge` (slo/rejudge.py): measurements and run facts.
 
 A result is a slogate `slo-report.json` (judged again from its measurements, e.g. with a new SLO
-file or baseline; with its own SLO file it gives the live run's verdict and figures) or a
+file or baseline; with its own SLO file it gives the live run's verdict and figures), a report
+directory (its journal when a killed run left one, slo/gate/journal.py, else its report), or a
 `vllm bench serve --save-result --save-detailed` JSON (class `all` only). The format is told
 from the content. Every bad input is one line and exit 2, and a report is written all the same.
 """
@@ -13,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slogate.slo.gate.facts import WorkloadFacts, utc_iso
+from slogate.slo.gate.journal import JournalError, journal_path, load_journal
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ALL, PREFIX_CLASSES
-from slogate.slo.gate.report import Report, ReportError, RunInfo
+from slogate.slo.gate.report import JSON_NAME, Report, ReportError, RunInfo
 from slogate.slo.gate.server_figures import ServerFigures
 from slogate.slo.gate.vllm_bench import VllmBenchError, load_vllm_bench, looks_like_vllm_bench
 
@@ -40,7 +42,14 @@ def load_result(path: str | Path, goodput_targets_ms: dict[str, dict[str, float]
     """The measurements and run facts in `path`. `goodput_targets_ms` (slo/gate/spec.py `goodput_targets`)
     counts a `vllm bench serve` result's good requests, record by record as they are read; a
     slogate report keeps the counts its run made against the run's own limits."""
-    p = Path(path)
+    journal = journal_path(path)
+    if journal is not None:
+        try:
+            store, run, server = load_journal(journal)
+        except JournalError as e:
+            raise ResultError(str(e)) from None
+        return SavedRun(store, run, server, _classes(store))
+    p = Path(path) / JSON_NAME if Path(path).is_dir() else Path(path)
     try:
         data = json.loads(p.read_text())
     except OSError as e:
@@ -52,8 +61,7 @@ def load_result(path: str | Path, goodput_targets_ms: dict[str, dict[str, float]
             report = Report.from_json(data, str(p))
         except ReportError as e:
             raise ResultError(str(e)) from None
-        measured = [c for c in report.measurements.class_names() if c not in (ALL, *PREFIX_CLASSES)]
-        return SavedRun(report.measurements, report.run, report.server, [ALL, *PREFIX_CLASSES, *measured])
+        return SavedRun(report.measurements, report.run, report.server, _classes(report.measurements))
     if looks_like_vllm_bench(data):
         try:
             bench = load_vllm_bench(data, str(p), goodput_targets_ms)
@@ -73,3 +81,9 @@ def load_result(path: str | Path, goodput_targets_ms: dict[str, dict[str, float]
         f"{p}: neither a slogate report (schema 'slogate.report/…') nor a vllm bench serve result "
         "saved with --save-result --save-detailed (per-request 'ttfts', 'itls', 'latencies', ...)"
     )
+
+
+def _classes(measurements: MetricsStore) -> list[str]:
+    """The classes an SLO on a slogate run may name: the prefix classes, and every one measured."""
+    measured = [c for c in measurements.class_names() if c not in (ALL, *PREFIX_CLASSES)]
+    return [ALL, *PREFIX_CLASSES, *measured]

@@ -1,10 +1,15 @@
 """Server-side figures from the target's Prometheus `/metrics` (scraped by slo/plugin/scraper.py).
 
-Counters are read as the change between the first and last scrape (prefix-cache hit rate over
-the run, preemptions), gauges as their peak and mean (KV-cache usage, requests waiting and
-running), and the server's TTFT histogram as the change of its buckets, so the report can set
-the server's TTFT beside the client's: the gap is time spent outside the engine (network, HTTP
-server, queueing before the engine sees the request).
+Counters are read as their increase over the run (prefix-cache hit rate over the run,
+preemptions), gauges as their peak and mean (KV-cache usage, requests waiting and running), and
+the server's TTFT histogram as the increase of its buckets, so the report can set the server's
+TTFT beside the client's: the gap is time spent outside the engine (network, HTTP server,
+queueing before the engine sees the request).
+
+A server restarted mid-run (killed and started again on the same port) starts its counters from
+zero: a counter that goes down is a restart, not a negative hit rate. As Prometheus's `increase()`
+does, each scrape adds `cur - prev`, or `cur` across a restart, so the figures are summed over the
+segments; the report keeps the restarts' times (`ServerFigures.restarts`).
 
 Each scrape's time and its few charted figures (KV-cache usage, requests waiting and running,
 and the prefix-cache counters) are also kept as a time series (`summary()["series"]`, at most
@@ -21,6 +26,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from slogate.slo.gate.facts import from_utc_iso, utc_iso
 
 HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"
 PREEMPTIONS = "vllm:num_preemptions_total"
@@ -40,6 +46,14 @@ SLO_METRICS = {
 }
 _CHARTED_GAUGES = ("kv_cache_usage", "num_requests_waiting", "num_requests_running")
 MAX_POINTS = 4000  # scrapes kept for the time series (an hour at 1 s; thinned beyond)
+# Samples that only go up until the server restarts: counters and histograms' (summaries') parts.
+# Not gauges, and not `_created` (a counter's creation time, which a restart moves forward).
+COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
+
+
+def is_counter(key: str) -> bool:
+    """Whether a sample of `parse` (a histogram bucket's key ends in `|le`) is counter-like."""
+    return key.split("|", 1)[0].endswith(COUNTER_SUFFIXES)
 
 
 def parse(text: str) -> dict[str, float]:
@@ -102,6 +116,7 @@ class ServerFigures:
     server_ttft: ServerTtft | None = None
     series: dict[str, list[float | None]] | None = None  # per scrape, for the charts (`ServerMetrics.series`)
     client_server_ttft_gap_ms: float | None = None  # the judge's: client TTFT mean - server TTFT mean
+    restarts: tuple[str, ...] = ()  # UTC (ISO, whole s): the first scrape that answered after each restart
 
     def figure(self, slo_metric: str) -> float | None:
         """The figure an SLO on `slo_metric` (a key of `SLO_METRICS`) reads; None when unavailable."""
@@ -124,55 +139,95 @@ class ServerFigures:
             out["series"] = self.series
         if self.client_server_ttft_gap_ms is not None:
             out["client_server_ttft_gap_ms"] = self.client_server_ttft_gap_ms
+        if self.restarts:  # only then: a report without a restart reads as it always has
+            out["restarts"] = list(self.restarts)
         return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ServerFigures:
-        known = {f.name for f in fields(cls)} - {"server_ttft", "available"}
+        known = {f.name for f in fields(cls)} - {"server_ttft", "available", "restarts"}
         ttft = d.get("server_ttft_ms")
         return cls(
             bool(d.get("available")),
             **{k: v for k, v in d.items() if k in known},
             server_ttft=ServerTtft(**{k: v for k, v in ttft.items() if k in ServerTtft.__slots__}) if ttft else None,
+            restarts=tuple(d.get("restarts") or ()),
+        )
+
+    def restart_note(self, started_at: str | None) -> str | None:
+        """The report's sentence on the server's restarts (None without one), so a reader knows why
+        requests failed for a while and that the figures span both servers, not the last one alone."""
+        if not self.restarts:
+            return None
+        start = from_utc_iso(started_at)
+        when = []
+        for at in self.restarts:
+            seconds = from_utc_iso(at)
+            offset = "" if start is None or seconds is None else f", {seconds - start:.0f} s in"
+            when.append(f"up again at {at.rpartition('T')[2]}{offset}")
+        times = "" if len(self.restarts) == 1 else f" {len(self.restarts)} times"
+        return (
+            f"The server restarted{times} during the run ({'; '.join(when)}): "
+            "its /metrics counters are summed over the segments."
         )
 
 
 @dataclass
 class ServerMetrics:
-    """What the scrapes showed; `summary()` is the report's `server` section."""
+    """What the scrapes showed; `summary()` is the report's `server` section.
 
-    first: dict[str, float] | None = None
-    last: dict[str, float] | None = None
+    Memory stays bounded however long the run: per counter its last value and running increase,
+    the gauges' samples, and at most `MAX_POINTS` points for the charts."""
+
     scrapes: int = 0
     gauge_samples: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     error: str | None = None
-    # (time, kv_cache_usage, waiting, running, prefix-cache hits, queries) per scrape, for the charts
+    # (time, kv_cache_usage, waiting, running, prefix-cache hits, queries) per scrape, for the charts;
+    # hits and queries as running increases (`totals`), so that a restart never turns a rate negative
     points: list[tuple[float, float | None, float | None, float | None, float | None, float | None]] = field(
         default_factory=list
     )
+    seen: dict[str, float] = field(default_factory=dict)  # each counter's last value scraped
+    totals: dict[str, float] = field(default_factory=dict)  # each counter's increase since the first scrape
+    baseline: dict[str, float] = field(default_factory=dict)  # `totals` when the run's counting began
+    restart_times: list[float] = field(default_factory=list)  # Unix times of the scrapes that found a reset
 
     def add(self, sample: dict[str, float], at: float | None = None) -> None:
-        if self.first is None:
-            self.first = sample
-        self.last = sample
+        at = time.time() if at is None else at
+        self._count(sample, at)
         self.scrapes += 1
         for name, metric in GAUGES.items():
             if metric in sample:
                 self.gauge_samples[name].append(sample[metric])
         self.points.append(
             (
-                time.time() if at is None else at,
+                at,
                 *(sample.get(GAUGES[name]) for name in _CHARTED_GAUGES),
-                sample.get(HITS),
-                sample.get(QUERIES),
+                self.totals.get(HITS) if HITS in sample else None,
+                self.totals.get(QUERIES) if QUERIES in sample else None,
             )
         )
         if len(self.points) > MAX_POINTS:
             self.points = self.points[::2]
 
+    def _count(self, sample: dict[str, float], at: float) -> None:
+        """Add each counter's increase since the previous scrape to `totals` (Prometheus's counter
+        reset rule): `cur - prev`, or all of `cur` when any counter went down, since a restarted
+        server starts every counter from zero, also those that have already grown past `prev` again.
+        A counter first seen mid-run counts from zero; the first scrape is where counting starts."""
+        counters = {key: value for key, value in sample.items() if is_counter(key)}
+        restarted = any(value < self.seen[key] for key, value in counters.items() if key in self.seen)
+        if restarted:
+            self.restart_times.append(at)
+        for key, value in counters.items():
+            before = 0.0 if restarted else self.seen.get(key, 0.0)
+            self.totals[key] = self.totals.get(key, 0.0) + (value - before if self.scrapes else 0.0)
+        self.seen.update(counters)
+
     def series(self) -> dict[str, list[float | None]]:
         """The scrapes over time: `t` (Unix seconds), the gauges, and the prefix-cache hit rate
-        between each scrape and the one before (None where nothing was queried)."""
+        between each scrape and the one before (None where nothing was queried). Counted on the
+        running increases: across a restart it is the new server's, never negative."""
         out: dict[str, list[float | None]] = {
             "t": [],
             "kv_cache_usage": [],
@@ -194,27 +249,27 @@ class ServerMetrics:
             previous = (hits, queries)
         return out
 
-    def restart_from(self, sample: dict[str, float]) -> None:
+    def restart_from(self, sample: dict[str, float], at: float | None = None) -> None:
         """Count from `sample` on: what the server did before it (priming requests, warm-up) is
-        not the run the client measures, and would skew the server's TTFT and hit rate."""
-        self.first, self.last, self.scrapes = sample, sample, 1
+        not the run the client measures, and would skew the server's TTFT and hit rate. A restart
+        of the server before it is not the run's either."""
+        self._count(sample, time.time() if at is None else at)
+        self.baseline = dict(self.totals)
+        self.restart_times.clear()
+        self.scrapes = 1
         self.gauge_samples.clear()
 
     def _delta(self, name: str) -> float | None:
-        if self.first is None or self.last is None or name not in self.last:
+        """`name`'s increase over the run, summed over restarts; None when the server has no such counter."""
+        if name not in self.totals:
             return None
-        return self.last[name] - self.first.get(name, 0.0)
+        return self.totals[name] - self.baseline.get(name, 0.0)
 
     def ttft_buckets(self) -> list[tuple[float, float]]:
         prefix = f"{TTFT}_bucket|"
-        if self.last is None:
-            return []
-        out = []
-        for key, value in self.last.items():
-            if key.startswith(prefix):
-                before = self.first.get(key, 0.0) if self.first else 0.0
-                out.append((float(key[len(prefix) :]), value - before))
-        return sorted(out)
+        return sorted(
+            (float(key[len(prefix) :]), self._delta(key) or 0.0) for key in self.totals if key.startswith(prefix)
+        )
 
     def summary(self) -> ServerFigures:
         if self.scrapes < 2:
@@ -241,6 +296,7 @@ class ServerMetrics:
                 p95=_ms(_bucket_percentile(buckets, 95)),
             ),
             series=self.series(),
+            restarts=tuple(utc_iso(at) or "" for at in self.restart_times),
         )
 
 

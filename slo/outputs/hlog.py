@@ -32,6 +32,7 @@ from pathlib import Path
 
 from slogate.slo.gate.intervals import INTERVAL_METRICS, IntervalSeries
 from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.outputs.files import write_atomically
 
 HLOG_NAME = "slo-intervals.hlog"
 FORMAT_VERSION = "1.3"
@@ -71,5 +72,5 @@ def render_hlog(intervals: IntervalSeries, comment: str = "") -> str:
 
 def write_hlog(store: MetricsStore, path: str | Path, comment: str = "") -> Path:
     p = Path(path)
-    p.write_text(render_hlog(store.intervals, comment))
+    write_atomically(p, render_hlog(store.intervals, comment))
     return p

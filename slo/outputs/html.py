@@ -34,6 +34,7 @@ from slogate.slo.gate.intervals import INTERVAL_METRICS
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report
 from slogate.slo.outputs.charts import chart_data, charted_classes, percentile_grid
+from slogate.slo.outputs.files import write_atomically
 from slogate.slo.outputs.html_run import chart, num, run_section, verdict_badge
 
 HTML_NAME = "slo-report.html"
@@ -168,5 +169,5 @@ def write_html(
     """Write the page; `slogate compare` (and `capacity`) call it with `{profile: Report}`."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render_html(reports, title), encoding="utf-8")
+    write_atomically(p, render_html(reports, title))
     return p

@@ -247,7 +247,8 @@ def _server_facts(report: Report) -> str:
         ("server TTFT mean / p50 / p95 (ms)", f"{num(ttft.mean)} / {num(ttft.p50)} / {num(ttft.p95)}"),
         ("client-server TTFT gap (ms)", server.client_server_ttft_gap_ms),
     ]
-    return _kv_table(items)
+    restarted = server.restart_note(report.run.started_at)
+    return (f'<p class="restarted">{e(restarted)}</p>' if restarted else "") + _kv_table(items)
 
 
 def chart(kind: str, run: int, title: str, **attrs: str) -> str:

@@ -15,15 +15,16 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from slogate.slo.gate.record import ALL
-from slogate.slo.gate.report import Report, describe_targets, goodput_summary, trace_cache_comparison
+from slogate.slo.gate.report import JSON_NAME, Report, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.gate.verdict import Outcome
+from slogate.slo.outputs.files import write_atomically
 from slogate.slo.outputs.hlog import HLOG_NAME, write_hlog
 from slogate.slo.outputs.html import HTML_NAME, write_html
 from slogate.slo.outputs.html_run import percent
 from slogate.slo.outputs.vllm_export import write_export
 
 log = logging.getLogger("slogate")
-JSON_NAME, JUNIT_NAME, MARKDOWN_NAME = "slo-report.json", "slo-junit.xml", "slo-summary.md"
+JUNIT_NAME, MARKDOWN_NAME = "slo-junit.xml", "slo-summary.md"
 
 
 def headline(report: Report) -> str:
@@ -38,10 +39,10 @@ def write_reports(
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     paths = {"json": d / JSON_NAME, "junit": d / JUNIT_NAME, "markdown": d / MARKDOWN_NAME}
-    paths["json"].write_text(json.dumps(report.to_json(), indent=2) + "\n")
-    paths["junit"].write_text(render_junit(report))
+    write_atomically(paths["json"], json.dumps(report.to_json(), indent=2) + "\n")
+    write_atomically(paths["junit"], render_junit(report))
     markdown = render_markdown(report)
-    paths["markdown"].write_text(markdown)
+    write_atomically(paths["markdown"], markdown)
     paths["html"] = write_html(report, d / HTML_NAME)
     paths["hlog"] = write_hlog(report.measurements, d / HLOG_NAME, f"run started {report.run.started_at or '?'}")
     for fmt_name, path in exports:
@@ -143,6 +144,9 @@ def render_markdown(report: Report) -> str:
             f"client-server gap {fmt(server.client_server_ttft_gap_ms)} ms",
         ]
         lines.append(f"Server (/metrics, {server.scrapes} scrapes): " + ", ".join(figures) + ".")
+        restarted = server.restart_note(run.started_at)
+        if restarted:
+            lines.append(restarted)
     elif server is not None:
         lines.append(f"Server figures unavailable: {server.error}.")
     trace = trace_cache_comparison(run, server)

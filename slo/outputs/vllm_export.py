@@ -36,6 +36,7 @@ from slogate.slo.gate.facts import OpenLoopFacts
 from slogate.slo.gate.histogram import LatencyHistogram
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report
+from slogate.slo.outputs.files import write_atomically
 
 EXPORT_FORMATS = ("vllm-bench",)
 PERCENTILES = (50, 90, 95, 99)
@@ -135,7 +136,7 @@ def write_export(report: Report, fmt: str, path: str | Path) -> Path:
     p = Path(path)
     if p.parent != Path():
         p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(vllm_bench_result(report), indent=2) + "\n")
+    write_atomically(p, json.dumps(vllm_bench_result(report), indent=2) + "\n")
     return p
 
 

@@ -4,21 +4,26 @@ load for a bad option (`usage_exit`, exit 2)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
 from locust.rpc import Message
+from locust.runners import STATE_INIT, STATE_STOPPED
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import WorkloadFacts
 from slogate.slo.gate.judge import usage_error
-from slogate.slo.gate.report import RunInfo, public_url
-from slogate.slo.outputs.render import write_reports
+from slogate.slo.gate.report import Report, RunInfo, public_url
+from slogate.slo.outputs.render import headline, render_markdown, write_reports
 from slogate.slo.plugin.gate import Gate, gate_for
+from slogate.slo.plugin.journal import flush_journal
 
 log = logging.getLogger("slogate")
 BAD_CONFIG = "bad configuration"
@@ -76,7 +81,9 @@ def watch_signals(gate: Gate) -> None:
 
     def interrupted(name: str) -> None:
         if gate.signal is not None:
-            sys.stderr.write(f"slogate: second {name}: exiting now\n")
+            sys.stderr.write(f"slogate: second {name}: exiting now; `slogate judge` judges the run's journal\n")
+            with contextlib.suppress(Exception):  # whatever happens, the process exits now
+                flush_journal(gate, block=True)
             os._exit(INTERRUPT_EXITS[name])
         if gate.started_at is not None and not gate.judged:
             gate.signal = name
@@ -111,10 +118,49 @@ def usage_exit(environment: Any, message: str) -> None:
 
 
 def refuse(gate: Gate, message: str) -> None:
-    """A bad SLO file, baseline or option: one line on stderr, an error report, exit 2 before any
-    load is sent."""
+    """A bad SLO file, baseline or option: one line on stderr, an error report (where it can be
+    written), exit 2 before any load is sent."""
     sys.stderr.write(f"slogate: error: {message}\n")
     report_dir = getattr(gate.options, "slo_report_dir", None)
     if report_dir and not gate.is_worker:
-        write_reports(usage_error(message, RunInfo(target=public_url(gate.environment.host))), report_dir)
+        with contextlib.suppress(OSError):  # an unwritable report directory is what was refused
+            write_reports(usage_error(message, RunInfo(target=public_url(gate.environment.host))), report_dir)
     sys.exit(exitcodes.USAGE)
+
+
+def check_report_dir(gate: Gate) -> None:
+    """Refuse (exit 2) a --slo-report-dir that cannot be written, before any load: a run whose
+    report would be lost is not worth its GPU minutes."""
+    report_dir = getattr(gate.options, "slo_report_dir", None)
+    if not report_dir:
+        return
+    try:
+        Path(report_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=report_dir):
+            pass
+    except OSError as e:
+        refuse(gate, f"--slo-report-dir {report_dir}: cannot write there ({e.strerror or e})")
+
+
+def write_failed(report: Report, report_dir: str, error: OSError) -> int:
+    """The reports could not be written at the end (a full disk, a directory gone read-only): the
+    verdict is printed all the same, with one line saying what was lost; exit 4."""
+    sys.stdout.write("\n" + render_markdown(report))
+    sys.stdout.flush()
+    sys.stderr.write(
+        f"slogate: error: cannot write the reports to {report_dir}/ ({error.strerror or error}); "
+        f"the verdict was {headline(report).removeprefix('slogate: ')}; the run's journal, where it "
+        "could be written, is there for `slogate judge`\n"
+    )
+    return exitcodes.SETUP_FAILED
+
+
+def finish_load(gate: Gate, timeout_s: float = 10.0) -> None:
+    """Stop the load before judging a run Locust is quitting on a signal (it judges first and
+    stops after): every worker sends its last samples, every request in flight is recorded as
+    unfinished. Bounded: a second signal, or `timeout_s`, ends the wait."""
+    runner = gate.environment.runner
+    if runner is None or runner.state in (STATE_INIT, STATE_STOPPED):
+        return
+    with gevent.Timeout(timeout_s, False):
+        runner.stop()

@@ -13,7 +13,7 @@ import gevent
 from locust.runners import MasterRunner, WorkerRunner
 from slogate.slo.gate.baseline import BaselineError, load_baseline
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, REGRESSIONS, unknown_names, waits_for
-from slogate.slo.gate.facts import ABORTED, INTERRUPTED, RUN_TIME, Breach, RunStop, WorkloadFacts, utc_iso
+from slogate.slo.gate.facts import ABORTED, BY_HAND, INTERRUPTED, RUN_TIME, Breach, RunStop, WorkloadFacts, utc_iso
 from slogate.slo.gate.intervals import DEFAULT_INTERVAL_S
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
@@ -74,6 +74,11 @@ class Gate:
         self.signal: str | None = None  # the signal that interrupted the run (plugin/control.py)
         self.loop_monitor = LoopLagMonitor(lambda: self.listener.store)
         self.server: ServerFigures | None = None
+        # The journal (slo/plugin/journal.py): its file, its greenlet, and what it has not written yet.
+        self.journal: Any = None
+        self.journal_greenlet: Any = None
+        self.pending = MetricsStore()
+        self.last_words = ""  # the verdict's headline and the reports' place, printed at Locust's very end
 
     @property
     def options(self) -> Any:
@@ -141,8 +146,8 @@ class Gate:
         self.waiting_for = waits_for(self.spec, self.not_blocking, with_baseline and self.baseline is not None)
 
     def run_stop(self, ended: float, final: bool) -> RunStop | None:
-        """Why the run ended, as far as known: decided early, aborted on a breach, or (at the end)
-        its whole --run-time run."""
+        """Why the run ended, as far as known: decided early, aborted on a breach, interrupted by a
+        signal, or (at the end) its whole --run-time run, or stopped by hand in the web UI."""
         if self.breach is not None:  # a fail, whatever was decided while the run was ending
             return RunStop(ABORTED, round(self.breach.after_s, 3), self.planned_s)
         if self.stopped is not None:
@@ -153,7 +158,15 @@ class Gate:
         ran = None if self.started_at is None else ended - self.started_at
         if final and self.planned_s and ran is not None and ran >= self.planned_s - RUN_TIME_SLACK_S:
             return RunStop(RUN_TIME, round(ran, 3), self.planned_s)
+        if final and ran is not None and self.ended_at is not None and self.stopped_in_web_ui:
+            return RunStop(BY_HAND, round(ran, 3), self.planned_s)
         return None
+
+    @property
+    def stopped_in_web_ui(self) -> bool:
+        """A run with the web UI that stopped by itself stopped by its Stop button (or its API)."""
+        opts = self.options
+        return self.environment.web_ui is not None and opts is not None and not getattr(opts, "headless", False)
 
     @property
     def interval_s(self) -> float:

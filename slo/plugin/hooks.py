@@ -1,11 +1,12 @@
-"""The gate's Locust event handlers: configure at `init`, start listening and watching at
-`test_start`, ship and merge worker samples, flush at `test_stop`, and judge in `quitting`
-(module level, so after Locust's own handlers and its final worker reports), which sets the
-process exit code: 0 pass, 1 fail, 2 usage, 3 inconclusive."""
+"""The gate's Locust event handlers: configure at `init`, start listening, watching and the
+journal at `test_start`, ship and merge worker samples, flush at `test_stop`, and judge in
+`quitting` (module level, so after Locust's own handlers and its final worker reports), which sets
+the process exit code: 0 pass, 1 fail, 2 usage, 3 inconclusive, 4 the report could not be written."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import Any
 
@@ -13,9 +14,20 @@ import gevent
 from locust import events
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.outputs.publish import publish
+from slogate.slo.outputs.render import headline
 from slogate.slo.plugin import target, web_ui
-from slogate.slo.plugin.control import BAD_CONFIG, abort_run, end_gracefully, refuse, watch_signals
+from slogate.slo.plugin.control import (
+    BAD_CONFIG,
+    abort_run,
+    check_report_dir,
+    end_gracefully,
+    finish_load,
+    refuse,
+    watch_signals,
+    write_failed,
+)
 from slogate.slo.plugin.gate import CONFIG_ERRORS, every_gate, gate_for
+from slogate.slo.plugin.journal import close_journal, flush_journal, pause_journal, start_journal
 from slogate.slo.plugin.watchers import start_watchers, stop_watchers
 from slogate.slo.plugin.wire import FLUSH_MESSAGE, WIRE_KEY, merge_from_worker, on_worker_flush, worker_payload
 
@@ -32,6 +44,8 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         gate.configure(with_baseline=not gate.is_worker)
     except CONFIG_ERRORS as e:
         refuse(gate, str(e))
+    if not gate.is_worker:
+        check_report_dir(gate)  # a report that cannot be written is found before any load
     if environment.web_ui is not None:
         web_ui.install(
             environment.web_ui,
@@ -89,6 +103,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if not gate.is_worker and environment.parsed_options is not None:
         gate.start_scraper()
         start_watchers(gate)
+        start_journal(gate, environment.parsed_options.slo_report_dir)
 
 
 @events.reset_stats.add_listener
@@ -96,6 +111,8 @@ def on_reset_stats(**_: Any) -> None:
     for gate in every_gate():
         gate.merged = MetricsStore()
         gate.start_listening()
+        if gate.journal is not None:  # the measurements start again: so does the journal
+            start_journal(gate, gate.journal.path.parent)
 
 
 @events.report_to_master.add_listener
@@ -112,6 +129,8 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     gate.stop_scraper()
     gate.loop_monitor.stop()
     stop_watchers(gate)
+    flush_journal(gate)
+    pause_journal(gate)
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.
@@ -131,7 +150,30 @@ def on_quitting(environment: Any, **_: Any) -> None:
     if gate.is_worker or gate.judged or environment.parsed_options is None:
         return
     gate.judged = True
+    if gate.signal is not None:
+        finish_load(gate)  # Locust quits without stopping first: every worker's last samples, every request in flight
     gate.stop_scraper()
     report = gate.snapshot(final=True)
-    publish(report, environment.parsed_options.slo_report_dir, gate.alerts, gate.exports)
+    flush_journal(gate)
+    journal = close_journal(gate)
+    report_dir = environment.parsed_options.slo_report_dir
+    try:
+        publish(report, report_dir, gate.alerts, gate.exports)
+    except OSError as e:  # the journal stays: `slogate judge` can write the reports once there is room
+        environment.process_exit_code = write_failed(report, report_dir, e)
+        return
+    if journal is not None:
+        journal.unlink(missing_ok=True)  # the reports hold all it did
     environment.process_exit_code = report.exit_code
+    gate.last_words = f"{headline(report)}\nslogate: reports in {report_dir}/\n"
+
+
+@events.quit.add_listener
+def on_quit(**_: Any) -> None:
+    """The verdict again, as the very last lines: Locust prints its tables after `quitting`, and a
+    CI log should end with the verdict, not with percentiles."""
+    for gate in every_gate():
+        if gate.last_words:
+            sys.stdout.write(gate.last_words)
+            sys.stdout.flush()
+            gate.last_words = ""

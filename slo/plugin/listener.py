@@ -74,6 +74,7 @@ class RecordListener:
         self.goodput_targets_ms: dict[str, dict[str, float]] | None = None
         self.run_started_at: float | None = None
         self.store = self._new_store()
+        self.tap: MetricsStore | None = None  # also gets every record: the journal's (slo/plugin/journal.py)
 
     def _new_store(self) -> MetricsStore:
         store = MetricsStore(self.interval_s)
@@ -97,10 +98,15 @@ class RecordListener:
         if rec is None:
             return
         started = self.run_started_at
+        tap = self.tap
         if started is not None and rec.started_at < started + self.warmup_s:
             self.store.warmup_excluded += 1
+            if tap is not None:
+                tap.warmup_excluded += 1
             return
         self.store.add(rec)
+        if tap is not None:
+            tap.add(rec)
 
     def take(self) -> MetricsStore:
         """Hand over what was collected and start a new buffer (a worker's report to the master)."""

@@ -14,13 +14,23 @@ process says so, naming the variable, never a value.
 
 Distributed runs: the master's `parsed_options` carry the table to the workers with each spawn
 message (under `WIRE_ATTR`, which is no command-line option, so no form or page shows it).
+
+TLS: every call to an https target verifies its certificate against one context per process
+(`tls_context()`): the CA file of `--ca-bundle` (`use_ca_bundle`), else the system's CAs
+(`SSL_CERT_FILE` / `SSL_CERT_DIR` honoured) and, where the system has no CA file, certifi's, as
+the HTTP clients did on their own. One context: loading a bundle costs ~40 ms of CPU, which every
+client loading its own would spend while streams are in flight. A handshake that fails is one
+line (`tls_failure`), counted as `tls`, never as `connect`.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import os
+import re
+import ssl
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -107,3 +117,54 @@ def _authorization(basic: str | None) -> dict[str, str]:
             name,
         )
     return {"Authorization": basic}
+
+
+_ca_bundle: str | None = None  # the process's --ca-bundle; None: the system's CAs
+
+
+def use_ca_bundle(path: str | None) -> None:
+    """Verify the target's certificate against the CA file `path` (PEM) from now on, in this
+    process; None or "": the system's. ValueError, one line, when the file cannot be read as CAs."""
+    global _ca_bundle
+    path = path or None
+    if path is not None:
+        _context_for(path)  # loaded now: a bad file is refused before any load
+    _ca_bundle = path
+
+
+def tls_context() -> ssl.SSLContext:
+    """The process's context for https targets (`use_ca_bundle`), built once per CA file."""
+    return _context_for(_ca_bundle)
+
+
+@functools.cache
+def _context_for(cafile: str | None) -> ssl.SSLContext:
+    if cafile is None:
+        context = ssl.create_default_context()
+        if ssl.get_default_verify_paths().cafile is None:  # no system bundle: certifi's, as the HTTP clients did
+            import certifi
+
+            context.load_verify_locations(certifi.where())
+        return context
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError: not PEM, no certificate in it
+        raise ValueError(f"--ca-bundle {cafile}: cannot be read as a CA bundle ({_reason(e)})") from None
+
+
+def tls_failure(error: BaseException) -> str | None:
+    """One line for a TLS handshake that failed (the certificate did not verify, no common
+    protocol, a plain-HTTP server on an https URL), or None for any other error: an EOF during the
+    handshake is a closed connection, not TLS."""
+    if not isinstance(error, ssl.SSLError) or isinstance(error, ssl.SSLEOFError | ssl.SSLZeroReturnError):
+        return None
+    if isinstance(error, ssl.SSLCertVerificationError):
+        why = error.verify_message or _reason(error)
+        return f"TLS: the target's certificate does not verify ({why}); --ca-bundle FILE names the CA that signed it"
+    return f"TLS handshake failed: {_reason(error)}"
+
+
+def _reason(error: BaseException) -> str:
+    """An OS or `ssl` error's words, one line, without OpenSSL's `[LIB: CODE]` and `(_ssl.c:N)`."""
+    text = getattr(error, "strerror", None) or str(error)
+    return " ".join(re.sub(r"^\[[^\]]*\]\s*|\s*\(_ssl\.c:\d+\)$", "", text).split()) or type(error).__name__

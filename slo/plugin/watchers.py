@@ -119,15 +119,24 @@ def watch_breaches(gate: Gate, window_s: float) -> None:
 
 def unreachable_reason(total: ClassMetrics, waited_s: float, limit_s: float) -> str | None:
     """Why to stop a run whose target never answered: no request succeeded in `limit_s` and some
-    were refused or timed out (a slow server that answers at all is measured, not stopped)."""
+    were refused, timed out or failed the TLS handshake (a slow server that answers at all is
+    measured, not stopped)."""
     if limit_s <= 0 or waited_s < limit_s or total.successes:
         return None
-    refused = total.errors_by_kind.get(ErrorKind.CONNECT, 0) + total.errors_by_kind.get(ErrorKind.TIMEOUT, 0)
+    kinds = total.errors_by_kind
+    tls = kinds.get(ErrorKind.TLS, 0)
+    refused = kinds.get(ErrorKind.CONNECT, 0) + kinds.get(ErrorKind.TIMEOUT, 0) + tls
     if not refused:
         return None
+    handshakes = (
+        f", {tls} failed the TLS handshake (the target's certificate does not verify: --ca-bundle FILE names the CA "
+        "that signed it)"
+        if tls
+        else ""
+    )
     return (
-        f"target unreachable: no request succeeded in {waited_s:.0f} s, {refused} refused or timed out "
-        f"(--slo-unreachable-s {limit_s:g})"
+        f"target unreachable: no request succeeded in {waited_s:.0f} s, {refused} refused or timed out"
+        f"{handshakes} (--slo-unreachable-s {limit_s:g})"
     )
 
 

@@ -27,7 +27,10 @@ def worker_payload(gate: Gate) -> dict[str, Any]:
 
 def merge_from_worker(gate: Gate, client_id: str, payload: dict[str, Any]) -> None:
     """The master takes in one worker payload."""
-    gate.merged.merge(MetricsStore.from_wire(payload["metrics"]))
+    samples = MetricsStore.from_wire(payload["metrics"])
+    gate.merged.merge(samples)
+    if gate.journal is not None:
+        gate.pending.merge(samples)
     gate.workers_reporting.add(client_id)
     if payload.get("model"):
         first = not gate.model

@@ -1,0 +1,217 @@
+"""The journal a run leaves in its report directory while it goes (slo/gate/journal.py): a killed
+master or single process is judged from it; a run that ends normally removes it. Unit tests need
+no server; the end-to-end ones SIGKILL a real run against the fault server, whose log of the
+requests it answered is the ground truth."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from slogate.launch.locust_command import locust_argv
+from slogate.slo.gate.facts import INTERRUPTED, KILLED, RunStop
+from slogate.slo.gate.journal import JOURNAL_NAME, JournalError, entry, header, load_journal
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import RequestRecord
+from slogate.slo.gate.report import RunInfo
+from slogate.slo.gate.spec import parse_spec
+from slogate.slo.rejudge import judge_file
+
+STARTED = 1_764_662_400.0
+SLO = "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n"
+
+
+def record(i: int, ttft_ms: float, request_class: str = "shared") -> RequestRecord:
+    return RequestRecord(
+        request_class=request_class,
+        started_at=STARTED + i * 0.1,
+        ttft_us=int(ttft_ms * 1000),
+        e2e_us=int(ttft_ms * 1000) + 5000,
+        itl_us=[1000, 2000],
+        prompt_tokens=100,
+        completion_tokens=3,
+        tags=("turn_1",) if i % 2 else (),
+    )
+
+
+def write_journal(path: Path, deltas: list[list[RequestRecord]], run: RunInfo) -> MetricsStore:
+    """A journal of one entry per delta, as the writer makes it; the store of every record."""
+    total = MetricsStore()
+    lines = [header(STARTED, 60.0, 5.0, run)]
+    for n, records in enumerate(deltas, 1):
+        delta = MetricsStore()
+        for rec in records:
+            delta.add(rec)
+            total.add(rec)
+        total.loop_lag.record_us(100 * n)
+        lines.append(entry(STARTED + 5.0 * n, delta, run, total, None))
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return total
+
+
+def test_the_entries_add_up_to_the_run_exactly_and_it_is_judged_as_killed(tmp_path: Path) -> None:
+    records = [record(i, 10 + i % 7, "shared" if i % 3 else "unique") for i in range(90)]
+    run = RunInfo(target="http://x", model="m", slo_file="slo.yaml", command="locust -t 60s")
+    total = write_journal(tmp_path / JOURNAL_NAME, [records[:40], records[40:41], [], records[41:]], run)
+    store, read, server = load_journal(tmp_path / JOURNAL_NAME)
+    assert store.summary() == total.summary()  # every class and tag, every histogram, every counter
+    assert store.intervals.to_wire() == total.intervals.to_wire()
+    assert store.loop_lag.count == total.loop_lag.count and server is None
+    assert read.stopped == RunStop(KILLED, 20.0, 60.0)
+    assert (read.model, read.target, read.command) == ("m", "http://x", "locust -t 60s")
+    report = judge(parse_spec(yaml.safe_load(SLO), "slo.yaml"), store, read)
+    assert report.verdict == "inconclusive"  # far below its target, but cut short: too early to judge
+    assert report.reasons[0].startswith("Killed after 20 s of 60 s (or still running): judged from its journal")
+
+
+def test_a_line_cut_off_by_the_kill_is_skipped_and_a_broken_one_before_it_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / JOURNAL_NAME
+    write_journal(path, [[record(i, 10) for i in range(20)], [record(i, 10) for i in range(20, 30)]], RunInfo())
+    whole = path.read_text()
+    path.write_text(whole[: len(whole) - 40])  # the last entry half written
+    store, run, _ = load_journal(path)
+    assert store.get("all").requests == 20 and run.stopped.after_s == 5.0
+    lines = whole.splitlines()
+    path.write_text("\n".join([lines[0], lines[1][:30], lines[2]]) + "\n")
+    with pytest.raises(JournalError, match=r":2: not a journal line"):
+        load_journal(path)
+    path.write_text('{"schema": "something else"}\n')
+    with pytest.raises(JournalError, match="not a slogate journal"):
+        load_journal(path)
+
+
+def test_slogate_judge_takes_a_report_directory_and_prefers_its_journal(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_journal(run_dir / JOURNAL_NAME, [[record(i, 900) for i in range(40)]], RunInfo(slo_file="slo.yaml"))
+    (tmp_path / "slo.yaml").write_text(SLO)
+    code = judge_file(str(run_dir), str(tmp_path / "slo.yaml"), str(tmp_path / "out"))
+    report = json.loads((tmp_path / "out" / "slo-report.json").read_text())
+    assert code == 1 and report["verdict"] == "fail"  # 40 samples at 900 ms: a failure certain beyond noise
+    assert report["run"]["stopped"]["reason"] == KILLED
+    assert report["reasons"][0].startswith("Killed after 5 s of 60 s")
+    assert report["metrics"]["all"]["requests"] == 40
+
+
+def server_rows(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def journal_entries(report_dir: Path) -> list[dict]:
+    path = report_dir / JOURNAL_NAME
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [json.loads(x) for x in lines[1:-1]]  # the last may be half written
+
+
+def journal_span_s(report_dir: Path) -> float:
+    """Seconds from the journal's header to its last complete entry (0 before there is one)."""
+    path = report_dir / JOURNAL_NAME
+    lines = path.read_text().splitlines() if path.exists() else []
+    if len(lines) < 3:
+        return 0.0
+    return json.loads(lines[-2])["at"] - json.loads(lines[0])["started_at"]
+
+
+@pytest.mark.parametrize("processes", [1, 2], ids=["single-process", "master-and-two-workers"])
+def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_server, tmp_path: Path, processes) -> None:
+    """SIGKILL at 16 s of a 60 s run: the directory holds a journal with every request answered
+    before its last entry (a master's workers report every 3 s: those before that, less 3 s)."""
+    url, answered = own_fault_server
+    (tmp_path / "slo.yaml").write_text(SLO)
+    report_dir = tmp_path / "report"
+    extra = ["--only-summary", "-u", "2", "-r", "2", "-t", "60s", "--model", "ttft_ms=20,tokens=2,itl_ms=5"]
+    extra += ["--shared-prefix-tokens", "20", "--slo-interval-s", "2"]
+    if processes > 1:
+        extra += ["--processes", str(processes)]
+    argv = locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=extra)
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        while proc.poll() is None and journal_span_s(report_dir) < 14:
+            time.sleep(0.2)  # polling the journal: the kill comes once it covers 14 s (16 s into the run)
+        os.kill(proc.pid, signal.SIGKILL)  # the master (or the only process), as the OOM killer would
+        proc.wait(timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # orphaned workers
+    entries = journal_entries(report_dir)
+    assert len(entries) >= 5 and not (report_dir / "slo-report.json").exists()
+    last_at = entries[-1]["at"]
+    lag_s = 0.0 if processes == 1 else 3.0  # a worker's report interval
+    done_before = sum(1 for r in server_rows(answered) if r["arrived"] + 0.05 < last_at - lag_s)
+    code = judge_file(str(report_dir), str(tmp_path / "slo.yaml"), str(tmp_path / "judged"))
+    report = json.loads((tmp_path / "judged" / "slo-report.json").read_text())
+    assert code == 3 and report["verdict"] == "inconclusive", report["reasons"]
+    assert report["run"]["stopped"]["reason"] == KILLED and 13 < report["run"]["stopped"]["after_s"] < 20
+    assert report["metrics"]["all"]["requests"] >= done_before > 100
+    assert report["run"]["workers"] == processes and report["run"]["model"]
+
+
+def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers(own_fault_server, tmp_path) -> None:
+    """SIGTERM at 12 s of a 60 s distributed run: exit 3, the interruption in the report and the
+    summary, and every request the server answered counted (the workers' last samples included)."""
+    url, answered = own_fault_server
+    (tmp_path / "slo.yaml").write_text(SLO)
+    report_dir = tmp_path / "report"
+    extra = ["-u", "2", "-r", "2", "-t", "60s", "--model", "ttft_ms=20,tokens=2,itl_ms=5", "--processes", "2"]
+    extra += ["--shared-prefix-tokens", "20", "--stop-timeout", "5"]
+    argv = locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=extra)
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        while proc.poll() is None and journal_span_s(report_dir) < 10:
+            time.sleep(0.2)  # polling the journal: the signal comes about 12 s in
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    report = json.loads((report_dir / "slo-report.json").read_text())
+    assert proc.returncode == 3 and report["verdict"] == "inconclusive", stderr[-2000:]
+    assert report["run"]["stopped"]["reason"] == INTERRUPTED and report["run"]["stopped"]["signal"] == "SIGTERM"
+    assert "Interrupted by SIGTERM after 1" in stdout and not (report_dir / JOURNAL_NAME).exists()
+    total = report["metrics"]["all"]
+    assert report["run"]["workers_complete"] == 2
+    assert total["requests"] + total["unfinished"] == len(server_rows(answered)) > 100
+
+
+def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server, tmp_path: Path) -> None:
+    """The first SIGTERM waits for the requests in flight (--stop-timeout 30, each takes 3 s); the
+    second exits 143 at once, after appending what was measured since the journal's last entry."""
+    url, _ = own_fault_server
+    (tmp_path / "slo.yaml").write_text(SLO)
+    report_dir = tmp_path / "report"
+    extra = ["-u", "2", "-r", "2", "-t", "60s", "--model", "ttft_ms=1500,tokens=2,itl_ms=1500", "--stop-timeout", "30"]
+    extra += ["--shared-prefix-tokens", "20", "--slo-interval-s", "1"]
+    argv = locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=extra)
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("w") as err:
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        while proc.poll() is None and journal_span_s(report_dir) < 4:
+            time.sleep(0.2)  # polling the journal: some requests have ended
+        proc.send_signal(signal.SIGTERM)
+        while proc.poll() is None and "the run is interrupted" not in stderr.read_text():
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and "second SIGTERM: exiting now" in stderr.read_text()
+    assert not (report_dir / "slo-report.json").exists()
+    code = judge_file(str(report_dir), str(tmp_path / "slo.yaml"), str(tmp_path / "judged"))
+    report = json.loads((tmp_path / "judged" / "slo-report.json").read_text())
+    assert code == 3 and report["run"]["stopped"]["reason"] == KILLED
+    assert report["metrics"]["all"]["requests"] >= 2
