@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slogate.launch import runner
-from slogate.launch.capacity_report import step_line, write_capacity, write_error, write_summary
+from slogate.launch.capacity_report import PNG_NAME, step_line, write_capacity, write_error, write_summary
 from slogate.launch.knee import (
     CapacityInputError,
     CapacityResult,
@@ -69,6 +69,25 @@ def locust_step(
     return run
 
 
+# The Locust options each step sets itself (its rate, its user, its length, its warm-up): given
+# after `--`, they would be overridden without a word, so they are refused (`refuse_step_options`).
+STEP_SET = {
+    "--users": "-u", "--spawn-rate": "-r", "--arrival-rate": None, "--run-time": "-t", "--slo-warmup-s": None,
+}  # fmt: skip
+
+
+def refuse_step_options(locust_args: Sequence[str]) -> None:
+    """CapacityInputError (exit 2) naming the first Locust option after `--` that the search sets."""
+    for arg in locust_args:
+        name = arg.split("=", 1)[0]
+        for option, short in STEP_SET.items():
+            if name == option or (short is not None and name.startswith(short)):  # -u 3, -u3, -t60s
+                raise CapacityInputError(
+                    f"{option} after --: the search sets it for every step (one open-loop user at the step's rate "
+                    "for --warmup-s + --step-s); leave it out"
+                )
+
+
 @dataclass(frozen=True, slots=True)
 class StepOptions:
     """How every step's Locust run is made (`locust_step`'s options)."""
@@ -105,6 +124,9 @@ def search_target(
     paths = write_capacity(result, out_dir, name, min_capacity)
     assert paths["markdown"] is not None
     show(paths["markdown"].read_text())
+    written = ", ".join(p.name for p in paths.values() if p is not None)
+    missing = f"; no {PNG_NAME}: matplotlib is missing (pip install 'slogate[plot]')" if paths["png"] is None else ""
+    say(f"capacity in {out_dir}/ ({written}{missing})")
     return result
 
 

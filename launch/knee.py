@@ -35,6 +35,12 @@ class NoReport(Exception):
     """A step's run that wrote no readable report (a `RunStep` raises it); str() is one line."""
 
 
+# One step is one Locust process with one open-loop user: on the 2-core machines measured, it reads
+# first tokens within a few ms up to 100 req/s and within one inter-token gap (10-20 ms) at
+# 200-400 req/s (benchmarks/RESULTS.md, TTFT accuracy). Beyond that, a step measures the client.
+DEFAULT_RATE_MAX = 400.0
+
+
 class CapacityInputError(ValueError):
     """A setting the search cannot run with, or a step that could not be judged; str() is one line.
     `exit_code`: usage (2), or inconclusive (3) when a step's run failed on its own (no report);
@@ -52,6 +58,7 @@ class SearchSettings:
     precision: float = 0.1  # stop when (lowest failing - highest passing) / highest passing <= this
     step_s: float = 30.0  # measured seconds per step (the warm-up is the runner's)
     max_steps: int = 12
+    rate_max: float = DEFAULT_RATE_MAX  # the highest rate a step offers
 
     def check(self) -> None:
         """Raise CapacityInputError, naming the option, for a setting the search cannot use."""
@@ -63,6 +70,8 @@ class SearchSettings:
             raise CapacityInputError(f"--step-s: must be > 0, got {self.step_s:g}")
         if self.max_steps < 2:
             raise CapacityInputError(f"--max-steps: must be >= 2, got {self.max_steps}")
+        if not self.rate_max >= self.rate_start:
+            raise CapacityInputError(f"--rate-max: must be >= --rate-start {self.rate_start:g}, got {self.rate_max:g}")
 
 
 @dataclass(slots=True)
@@ -223,7 +232,13 @@ def search(
         else:
             failed = rate
         if failed is None:
-            rate *= 2
+            if rate >= settings.rate_max:
+                result.stopped_because = (
+                    f"every step passed up to --rate-max {settings.rate_max:g} req/s: the capacity is at least that "
+                    "(the ceiling set for the load generator, not the server's: raise --rate-max to go on)"
+                )
+                return result
+            rate = min(rate * 2, settings.rate_max)
         elif passed is None:
             rate /= 2
         elif result.decided:

@@ -3,7 +3,7 @@
 slogate demo                       # everything on this machine: vLLM CPU + demo model + gated run
 slogate run --host URL --slo-file slo.yaml [-- LOCUST ARGS]
 slogate locustfile [chat|open-loop|openai]   # its path, for `locust -f $(slogate locustfile)`
-slogate judge RESULT --slo-file slo.yaml     # a saved report or vllm bench serve result
+slogate judge RESULT --slo-file slo.yaml     # a saved report, a killed run's directory, a vllm bench result
 slogate capacity --host URL --slo-file slo.yaml [--min-capacity R] [-- LOCUST ARGS]   # the knee
 slogate serve-local | launch PROFILE [--dry-run]
 slogate validate PROFILE...                  # seed-mistake rules, and any installed vLLM's parser
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import slogate.slo
 from slogate.launch import capacity, launcher
-from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, PNG_NAME, write_error
+from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, write_error
 from slogate.launch.compare import run_comparison
 from slogate.launch.installation import ensure_cpu_vllm, find_vllm
-from slogate.launch.knee import CapacityInputError, NoReport, SearchSettings, outcome_exit_code
+from slogate.launch.knee import DEFAULT_RATE_MAX, CapacityInputError, NoReport, SearchSettings, outcome_exit_code
 from slogate.launch.locust_command import LOCUSTFILE_DIR, LOCUSTFILES, locust_argv, locustfile_path
 from slogate.launch.model import make_model
 from slogate.launch.profile import Profile, ProfileError, load_profile
@@ -190,7 +190,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         vllm = launcher.locate_vllm(profiles[0], install=True)
         _say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
         config = args.config or DEMO_CONF
-        out = Path(args.out)
+        out = Path(args.report_dir)
 
         def run_one(name: str, report_dir: Path) -> Report:
             profile = next(p for p in profiles if p.name == name)  # validated above, one start of vLLM's parser
@@ -222,7 +222,8 @@ def _capacity_settings(args: argparse.Namespace) -> SearchSettings:
         load_spec(args.slo_file)
     except SloSpecError as e:
         raise CapacityInputError(str(e)) from None
-    settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps)
+    capacity.refuse_step_options(args.locust_args)
+    settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps, args.rate_max)
     settings.check()
     return settings
 
@@ -233,7 +234,7 @@ def _show(text: str) -> None:
 
 def cmd_capacity(args: argparse.Namespace) -> int:
     """The knee at the SLO against --host, or against each --profile launched in turn."""
-    out = Path(args.out)
+    out = Path(args.report_dir)
     try:
         settings = _capacity_settings(args)
     except CapacityInputError as e:
@@ -246,7 +247,6 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     def run() -> int:
         if args.host:
             result = capacity.search_target("", args.host, out, settings, options, args.min_capacity, _say, _show)
-            _say(f"capacity in {out}/ ({JSON_NAME}, {MARKDOWN_NAME}, {PNG_NAME})")
             return result.exit_code(args.min_capacity)
         try:
             profiles = [load_profile(name) for name in args.profile]
@@ -283,12 +283,12 @@ def cmd_judge(args: argparse.Namespace) -> int:
         alerts = AlertSettings(args.slack_channel or None, parse_notify(args.slack_notify), args.slack_timeout_s)
         exports = parse_exports(args.export)
     except (NotifyPolicyError, ExportError) as e:
-        write_reports(usage_error(str(e)), args.slo_report_dir)  # a report whatever happens
+        write_reports(usage_error(str(e)), args.report_dir)  # a report whatever happens
         return _fail(str(e), exitcodes.USAGE)
     return judge_file(
         args.result,
         args.slo_file,
-        args.slo_report_dir,
+        args.report_dir,
         baseline=args.slo_baseline,
         alerts=alerts,
         min_samples=args.slo_min_samples,
@@ -313,6 +313,19 @@ def cmd_setup_cpu(args: argparse.Namespace) -> int:
     return _guarded(run)
 
 
+def add_report_dir(p: argparse.ArgumentParser, default: str) -> None:
+    """Where a subcommand writes: `--report-dir` on every one; `--slo-report-dir` (Locust's and
+    `judge`'s spelling) and `--out` (capacity's and compare's) are accepted everywhere too."""
+    p.add_argument(
+        "--report-dir",
+        "--slo-report-dir",
+        "--out",
+        dest="report_dir",
+        default=default,
+        help=f"the folder the reports go to (default {default}; also spelled --slo-report-dir or --out)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slogate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -323,14 +336,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default="cpu-demo")
     p.add_argument("--port", type=int, default=int(os.environ.get("SLOGATE_DEMO_PORT", "8011")))
     p.add_argument("--slo-file", default=str(DEMO_SLO))
-    p.add_argument("--report-dir", default="slogate-report")
+    add_report_dir(p, "slogate-report")
     p.add_argument("--run-time", help="Locust run time, e.g. 90s or 5m (default: demo.conf's)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("run", help="headless Locust run with the SLO gate against --host")
     p.add_argument("--host", required=True, help="base URL of the OpenAI-compatible server")
     p.add_argument("--slo-file")
-    p.add_argument("--report-dir", default="slogate-report")
+    add_report_dir(p, "slogate-report")
     p.add_argument("--config", help="a locust.conf (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_run)
 
@@ -359,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="launch each profile in turn, run the same load, compare the reports")
     p.add_argument("profiles", nargs="+", help="two or more profile names or YAML files; the first is the reference")
     p.add_argument("--slo-file", default=str(DEMO_SLO))
-    p.add_argument("--out", default="slogate-compare")
+    add_report_dir(p, "slogate-compare")
     p.add_argument("--port", type=int, default=8011)
     p.add_argument("--run-time", default="60s")
     p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
@@ -374,6 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-s", type=float, default=5.0, help="seconds per step not judged (default 5)")
     p.add_argument("--step-s", type=float, default=30.0, help="seconds measured per step (default 30)")
     p.add_argument("--max-steps", type=int, default=12, help="steps at most (default 12)")
+    p.add_argument(
+        "--rate-max",
+        type=float,
+        default=DEFAULT_RATE_MAX,
+        help=f"the highest rate a step offers (default {DEFAULT_RATE_MAX:g} req/s, what one load process reads "
+        "exactly): a search that passes it stops there, capacity at least that",
+    )
     p.add_argument("--min-capacity", type=float, help="exit 1 when the capacity is below this rate (req/s)")
     p.add_argument(
         "--no-early-stop",
@@ -381,15 +401,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="run every step for its whole --step-s (default: a step ends as soon as its verdict is certain)",
     )
-    p.add_argument("--out", default="slogate-capacity")
+    add_report_dir(p, "slogate-capacity")
     p.add_argument("--port", type=int, default=8011, help="port for launched profiles")
     p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_capacity)
 
-    p = sub.add_parser("judge", help="judge a saved slo-report.json or vllm bench serve result (README)")
-    p.add_argument("result", help="a slogate slo-report.json or a `vllm bench serve --save-detailed` JSON")
+    p = sub.add_parser("judge", help="judge a saved slo-report.json, a killed run's journal or a vllm bench result")
+    p.add_argument(
+        "result",
+        help="a slogate slo-report.json, a report directory (its journal when a killed run left one, else its "
+        "report), or a `vllm bench serve --save-detailed` JSON",
+    )
     p.add_argument("--slo-file", required=True)
-    p.add_argument("--slo-report-dir", default="slogate-report")
+    add_report_dir(p, "slogate-report")
     p.add_argument("--slo-baseline", help="a saved report to check for regressions against")
     p.add_argument("--slo-min-samples", type=int, help="overrides the SLO file's min_samples")
     p.add_argument("--slo-warmup-s", type=float, help="overrides the SLO file's warmup_s")

@@ -59,12 +59,23 @@ class FakeServer:
 @pytest.mark.parametrize(("knee", "start"), [(20.0, 1.0), (20.0, 6.0), (3.3, 50.0), (1000.0, 7.0)])
 def test_the_search_brackets_the_knee_within_the_precision(knee: float, start: float, tmp_path: Path) -> None:
     server = FakeServer(knee)
-    result = search(server, SearchSettings(rate_start=start, precision=0.1, step_s=4, max_steps=20), tmp_path)
+    settings = SearchSettings(rate_start=start, precision=0.1, step_s=4, max_steps=20, rate_max=5000)
+    result = search(server, settings, tmp_path)
     assert result.decided and result.exit_code() == exitcodes.PASS
     assert result.capacity_rps is not None and result.first_failing_rps is not None
     assert result.capacity_rps <= knee < result.first_failing_rps <= result.capacity_rps * 1.1
     assert [s.rate_rps for s in result.steps] == [rate for rate, _ in server.calls]  # every step once
     assert result.ttft_targets_ms == {"all": 200.0}
+
+
+def test_a_search_that_passes_its_rate_max_stops_there_with_the_capacity_at_least_that(tmp_path: Path) -> None:
+    server = FakeServer(10_000.0)  # faster than any load process here could tell
+    result = search(server, SearchSettings(rate_start=100, step_s=4, rate_max=300), tmp_path)
+    assert [rate for rate, _ in server.calls] == [100, 200, 300]  # the last step at the ceiling, not past it
+    assert result.capacity_rps == 300 and not result.decided
+    assert result.stopped_because.startswith("every step passed up to --rate-max 300 req/s: the capacity is at least")
+    assert result.exit_code() == exitcodes.INCONCLUSIVE  # where the knee is, it cannot tell
+    assert result.exit_code(min_capacity=250) == exitcodes.PASS  # but a minimum below the ceiling is met
 
 
 def test_an_inconclusive_step_is_run_again_longer_once_then_the_search_stops_undecided(tmp_path: Path) -> None:
@@ -306,6 +317,10 @@ def test_a_search_that_failed_after_proving_the_capacity_too_low_exits_1(tmp_pat
         (["--min-capacity", "-1"], "--min-capacity: must be a rate > 0"),
         (["--no-slo"], "--slo-file: required"),
         (["--profile", "cpu-tiny"], "either --host URL or --profile P"),
+        (["--rate-max", "0.5"], "--rate-max: must be >= --rate-start 1"),
+        (["--", "--users", "3"], "--users after --: the search sets it for every step"),
+        (["--", "-t60s"], "--run-time after --: the search sets it for every step"),
+        (["--", "--arrival-rate=5"], "--arrival-rate after --: the search sets it"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_a_written_report(

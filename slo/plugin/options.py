@@ -19,9 +19,10 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--slo-file", type=str, default="", help="YAML file of SLOs to gate the run on (slogate)")
     parser.add_argument(
         "--slo-report-dir",
+        "--report-dir",
         type=str,
         default="slogate-report",
-        help="Where slo-report.json, slo-junit.xml and slo-summary.md go",
+        help="Where slo-report.json, slo-junit.xml and slo-summary.md go (also spelled --report-dir)",
     )
     parser.add_argument(
         "--slo-warmup-s",
