@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 log=.venv/setup.log
-if ! .venv/bin/python -m pip install --quiet -e '.[dev]' >"$log" 2>&1; then
+if ! .venv/bin/python -m pip install --quiet -e '.[dev,docs]' >"$log" 2>&1; then
   grep -v "^WARNING: Location" "$log" | tail -20 >&2
   echo "slogate: error: installing slogate into .venv failed (full log: $log)" >&2
   exit 4

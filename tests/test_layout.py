@@ -100,10 +100,10 @@ def test_the_load_library_has_only_public_names_across_modules() -> None:
                     assert not private, f"{path.relative_to(ROOT)} imports private {private} from {node.module}"
 
 
-def readme_layout() -> dict[str, set[str]]:
-    """The README's layout block: folder -> the module and folder names it lists there."""
-    text = (ROOT / "README.md").read_text()
-    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+def layout_block() -> dict[str, set[str]]:
+    """The layout page's block (docs/layout.md): folder -> the module and folder names it lists there."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    block = text.split("# Layout", 1)[1].split("```", 2)[1]
     listed: dict[str, set[str]] = {}
     parents: list[str] = []
     current = ""
@@ -118,18 +118,18 @@ def readme_layout() -> dict[str, set[str]]:
     return listed
 
 
-def test_the_readme_layout_is_the_tree() -> None:
+def test_the_layout_page_is_the_tree() -> None:
     """Every module of the packages is named under its folder, and every name there exists."""
-    listed = readme_layout()
+    listed = layout_block()
     for folder in ("slo/gate", "slo/outputs", "slo/plugin", "launch", "locustfiles/load"):
         on_disk = {p.name for p in (ROOT / folder).glob("*.py") if p.name != "__init__.py"}
         assert on_disk == listed[folder], (
-            f"{folder}: README lists {sorted(listed[folder] - on_disk)} "
+            f"{folder}: docs/layout.md lists {sorted(listed[folder] - on_disk)} "
             f"that do not exist and leaves out {sorted(on_disk - listed[folder])}"
         )
     for folder, names in listed.items():
         missing = [n for n in names if not (ROOT / folder / n).exists() and not list((ROOT / folder).rglob(n))]
-        assert not missing, f"README's layout names {missing} under {folder}/, which has none"
+        assert not missing, f"docs/layout.md names {missing} under {folder}/, which has none"
 
 
 def test_the_plugins_old_name_still_works_and_says_it_is_deprecated() -> None:
