@@ -378,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("capacity", help="open-loop rate search for the highest rate with every SLO met (README)")
+    p = sub.add_parser("capacity", help="open-loop rate search for the highest rate with every SLO met (docs/capacity.md)")
     p.add_argument("--host", help="base URL of a running server")
     p.add_argument("--profile", action="append", help="a profile to launch and search (repeatable)")
     p.add_argument("--slo-file", help="the SLOs every step is judged on (required)")

@@ -3,7 +3,7 @@
 `ChatStreamUser` speaks HTTP with geventhttpclient and reads the body line by line as it
 arrives (`readline`, not `iter_content`, which waits for 1 KiB and adds tens of ms to TTFT).
 `OpenAIChatUser` uses the official `openai` SDK, for teams that want their app's exact client;
-it costs several times more CPU per chunk (see the README).
+it costs several times more CPU per chunk (docs/workloads.md, benchmarks/RESULTS.md).
 
 With `--turns` above 1 a closed-loop user runs one conversation at a time: each later turn is
 sent when the previous answer has ended and the think time has passed; a failed turn ends it.
