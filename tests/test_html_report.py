@@ -114,6 +114,28 @@ def test_one_file_with_everything_inline_and_no_address_to_fetch(tmp_path: Path)
     assert len(run["server"]["t"]) == 151 and run["curves"]["ttft"]["shared"][0] is not None
 
 
+def test_with_a_baseline_its_percentile_curves_are_drawn_beside_the_runs(tmp_path: Path) -> None:
+    base = synthetic_run(300, 5, seed=7)
+    current = synthetic_run(300, 5)
+    report = judge(SPEC, current.measurements, current.run, current.server, base.as_baseline())
+    html = render_html(report)
+    run = json.loads(re.search(r'<script id="slogate-data" type="application/json">(.*?)</script>', html, re.S)[1])
+    curves, baseline = run["runs"][0]["curves"], run["runs"][0]["baseline_curves"]
+    assert (
+        set(baseline["ttft"]) == {"all", "shared", "unique"} and baseline["ttft"]["shared"] != curves["ttft"]["shared"]
+    )
+    grid = run["grids"]["ttft"]
+    p90 = grid.index(10.0)  # x = 1 / (1 - q): the 90th percentile
+    assert baseline["ttft"]["all"][p90] == round(
+        base.measurements.get("all").latency["ttft"].percentiles_ms([90])[0], 3
+    )
+    assert '"baseline " + c' in html  # the page draws them (report-boot.js)
+    plain = json.loads(
+        re.search(r'<script id="slogate-data" type="application/json">(.*?)</script>', render_html(current), re.S)[1]
+    )
+    assert plain["runs"][0]["baseline_curves"] is None
+
+
 def test_an_hour_stays_well_under_3_mb(tmp_path: Path) -> None:
     """720 intervals of 5 s, three classes, a scrape every 2 s: the page carries per-interval
     percentiles, not histograms."""
@@ -197,7 +219,8 @@ def open_page(driver, path: Path) -> list:
 
 def test_in_chromium_nothing_leaves_the_page_and_every_chart_is_drawn(tmp_path: Path) -> None:
     """Also the README's screenshot: into tmp_path, and docs/html-report.png with SLOGATE_UPDATE_DOCS=1."""
-    report = synthetic_run(900, 4)
+    run = synthetic_run(900, 4)  # with a baseline: its curves drawn dashed beside the run's
+    report = judge(SPEC, run.measurements, run.run, run.server, synthetic_run(600, 4, seed=5).as_baseline())
     path = write_reports(report, tmp_path)["html"]
     compare = write_html({"baseline": synthetic_run(600, 4, seed=3), "tuned": report}, tmp_path / "comparison.html")
     driver = browser()

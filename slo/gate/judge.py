@@ -184,7 +184,10 @@ def judge(
     verdict = fold_abort(verdict, reasons, run.aborted)
     verdict = fold_interrupted(verdict, reasons, run.stopped, spec, measurements)
     note_early_decision(verdict, reasons, run.stopped)
-    return Report(verdict, reasons, run, measurements, evaluation.results, server, regression, saturation is not None)
+    return Report(
+        verdict, reasons, run, measurements, evaluation.results, server, regression, saturation is not None,
+        baseline_measurements=baseline.measurements if baseline is not None else None,
+    )  # fmt: skip
 
 
 def usage_error(message: str, run: RunInfo | None = None, measurements: MetricsStore | None = None) -> Report:

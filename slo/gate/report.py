@@ -235,6 +235,9 @@ class Report:
     saturated: bool = False
     alerts: AlertRecord | None = None  # set by publishing (`dataclasses.replace`), never by the judge
     generated_at: str = field(default_factory=lambda: utc_iso(time.time()) or "")
+    # The baseline's measurements, for the HTML report to draw its curves beside the run's; not in
+    # the JSON (the baseline file has them; `slogate judge --slo-baseline` gives them again).
+    baseline_measurements: MetricsStore | None = field(default=None, compare=False)
 
     @property
     def exit_code(self) -> int:

@@ -82,11 +82,20 @@ def chart_data(report: Report, grids: dict[str, list[float]]) -> dict[str, Any]:
         metric: {cls: curve(store.get(cls).latency[metric], grids[metric]) for cls in classes}
         for metric in INTERVAL_METRICS
     }
+    base = report.baseline_measurements
+    baseline_curves = None
+    if base is not None:  # the baseline's curves for the classes both runs have, drawn dashed beside the run's
+        shared = [cls for cls in classes if cls == ALL or cls in base.classes]
+        baseline_curves = {
+            metric: {cls: curve(base.get(cls).latency[metric], grids[metric]) for cls in shared}
+            for metric in INTERVAL_METRICS
+        }
     return {
         "origin": origin,
         "series": series,
         "targets": targets([r.objective for r in report.slos]),
         "curves": curves,
+        "baseline_curves": baseline_curves,
         "classes": classes,
         "server": server.series if server is not None and server.available else None,
     }

@@ -115,9 +115,7 @@ def render_html(reports: Report | Mapping[str, Report] | list[tuple[str, Report]
     runs = _as_list(reports)
     if not runs:
         raise ValueError("render_html: no report")
-    grids = {
-        m: percentile_grid(max(r.measurements.get(ALL).latency[m].count for _, r in runs)) for m in INTERVAL_METRICS
-    }
+    grids = {m: percentile_grid(max(_sample_count(r, m) for _, r in runs)) for m in INTERVAL_METRICS}
     data = [chart_data(r, grids) for _, r in runs]
     several = len(runs) > 1
     first = runs[0][1]
@@ -171,3 +169,11 @@ def write_html(
     p.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(p, render_html(reports, title))
     return p
+
+
+def _sample_count(report: Report, metric: str) -> int:
+    """The most samples a curve of this run's charts has: its own, or its baseline's."""
+    counts = [report.measurements.get(ALL).latency[metric].count]
+    if report.baseline_measurements is not None:
+        counts.append(report.baseline_measurements.get(ALL).latency[metric].count)
+    return max(counts)

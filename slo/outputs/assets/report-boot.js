@@ -16,6 +16,12 @@
       var curves = run.classes.map(function (c, j) {
         return curvesOf(run, metric, c, metric.toUpperCase() + " " + c, C.classColor(c, j), c === "all" ? 2.2 : 1.6);
       });
+      if (run.baseline_curves) {  /* --slo-baseline: the baseline's curves, dashed, in each class's color */
+        run.classes.forEach(function (c, j) {
+          var y = run.baseline_curves[metric][c];
+          if (y) curves.push({label: "baseline " + c, color: C.classColor(c, j), width: 1.2, dash: [3, 4], y: y});
+        });
+      }
       (run.targets || []).forEach(function (t) {
         if (t.metric !== metric) return;
         curves.push({label: "target " + t.label, color: C.classColor(t["class"], run.classes.indexOf(t["class"])),
