@@ -101,6 +101,14 @@ def test_slogate_judge_takes_a_report_directory_and_prefers_its_journal(tmp_path
     assert report["metrics"]["all"]["requests"] == 40
 
 
+def gated_run(url: str, tmp_path: Path, *extra: str) -> tuple[list[str], Path]:
+    """The Locust command of a 60 s run gated on `SLO` against the fault server, and its report directory."""
+    (tmp_path / "slo.yaml").write_text(SLO)
+    report_dir = tmp_path / "report"
+    extra = ("-u", "2", "-r", "2", "-t", "60s", "--shared-prefix-tokens", "20", *extra)
+    return locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=list(extra)), report_dir
+
+
 def server_rows(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -127,13 +135,10 @@ def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_serve
     """SIGKILL at 16 s of a 60 s run: the directory holds a journal with every request answered
     before its last entry (a master's workers report every 3 s: those before that, less 3 s)."""
     url, answered = own_fault_server
-    (tmp_path / "slo.yaml").write_text(SLO)
-    report_dir = tmp_path / "report"
-    extra = ["--only-summary", "-u", "2", "-r", "2", "-t", "60s", "--model", "ttft_ms=20,tokens=2,itl_ms=5"]
-    extra += ["--shared-prefix-tokens", "20", "--slo-interval-s", "2"]
-    if processes > 1:
-        extra += ["--processes", str(processes)]
-    argv = locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=extra)
+    workers = ["--processes", str(processes)] if processes > 1 else []
+    argv, report_dir = gated_run(
+        url, tmp_path, "--model", "ttft_ms=20,tokens=2,itl_ms=5", "--slo-interval-s", "2", *workers
+    )
     proc = subprocess.Popen(
         argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -162,11 +167,9 @@ def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers
     """SIGTERM at 12 s of a 60 s distributed run: exit 3, the interruption in the report and the
     summary, and every request the server answered counted (the workers' last samples included)."""
     url, answered = own_fault_server
-    (tmp_path / "slo.yaml").write_text(SLO)
-    report_dir = tmp_path / "report"
-    extra = ["-u", "2", "-r", "2", "-t", "60s", "--model", "ttft_ms=20,tokens=2,itl_ms=5", "--processes", "2"]
-    extra += ["--shared-prefix-tokens", "20", "--stop-timeout", "5"]
-    argv = locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=extra)
+    argv, report_dir = gated_run(
+        url, tmp_path, "--model", "ttft_ms=20,tokens=2,itl_ms=5", "--processes", "2", "--stop-timeout", "5"
+    )
     proc = subprocess.Popen(
         argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -191,11 +194,9 @@ def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server,
     """The first SIGTERM waits for the requests in flight (--stop-timeout 30, each takes 3 s); the
     second exits 143 at once, after appending what was measured since the journal's last entry."""
     url, _ = own_fault_server
-    (tmp_path / "slo.yaml").write_text(SLO)
-    report_dir = tmp_path / "report"
-    extra = ["-u", "2", "-r", "2", "-t", "60s", "--model", "ttft_ms=1500,tokens=2,itl_ms=1500", "--stop-timeout", "30"]
-    extra += ["--shared-prefix-tokens", "20", "--slo-interval-s", "1"]
-    argv = locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=extra)
+    argv, report_dir = gated_run(
+        url, tmp_path, "--model", "ttft_ms=1500,tokens=2,itl_ms=1500", "--stop-timeout", "30", "--slo-interval-s", "1"
+    )
     stderr = tmp_path / "stderr.txt"
     with stderr.open("w") as err:
         proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)

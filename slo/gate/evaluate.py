@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slogate.slo.gate.engines import title
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.self_check import Saturation
 from slogate.slo.gate.server_figures import ServerFigures
@@ -98,9 +99,11 @@ def _explained_by(result: ObjectiveResult, saturation: Saturation, metrics: Metr
     return o.metric in ("output_tokens_per_s", "requests_per_s") and o.min is not None
 
 
-def _why_short(r: ObjectiveResult, min_samples: int) -> str:
+def _why_short(r: ObjectiveResult, min_samples: int, server: ServerFigures | None) -> str:
     o = r.objective
     if o.is_server:
+        if server is not None and server.available:
+            return f"{o.name}: {title(server.engine)}'s /metrics has no such figure (docs/engines.md)"
         return f"{o.name} has no server figures (no /metrics)"
     if o.metric == GOODPUT and r.observed is None and r.samples:
         return f"{o.name}: no good requests were counted against its limits (they are counted live, per request)"
@@ -139,7 +142,7 @@ def evaluate(
         reasons.append(saturation.message + ("" if doubtful else " (the verdict stands: client delay only adds)"))
     short = [r for r in results if r.result == Outcome.INSUFFICIENT]
     if short:
-        reasons.append("too few samples: " + ", ".join(_why_short(r, spec.min_samples) for r in short))
+        reasons.append("too few samples: " + ", ".join(_why_short(r, spec.min_samples, server) for r in short))
     if run_problems or doubtful:
         status = Verdict.INCONCLUSIVE
     elif any(r.result == Outcome.FAIL for r in results):

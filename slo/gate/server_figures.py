@@ -15,7 +15,9 @@ Each scrape's time and its few charted figures (KV-cache usage, requests waiting
 and the prefix-cache counters) are also kept as a time series (`summary()["series"]`, at most
 `MAX_POINTS` points: beyond that every other point is dropped, the counters stay exact).
 
-A target without `/metrics` gives figures that are `available: false`, with the reason (`error`).
+The names are the engine's (slo/gate/engines.py: vLLM, SGLang, TGI), detected from the scrapes; a
+figure the engine does not expose stays absent. A target without `/metrics`, or whose `/metrics`
+has none of those names, gives figures that are `available: false`, with the reason (`error`).
 """
 
 from __future__ import annotations
@@ -26,16 +28,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from slogate.slo.gate.engines import ENGINES, UNKNOWN, VLLM, Engine, detect
 from slogate.slo.gate.facts import from_utc_iso, utc_iso
 
-HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"
-PREEMPTIONS = "vllm:num_preemptions_total"
-GAUGES = {
-    "kv_cache_usage": "vllm:kv_cache_usage_perc",
-    "num_requests_waiting": "vllm:num_requests_waiting",
-    "num_requests_running": "vllm:num_requests_running",
-}
-TTFT = "vllm:time_to_first_token_seconds"
 # The SLO metrics these figures provide, and which figure each one reads.
 SLO_METRICS = {
     "prefix_cache_hit_rate": "prefix_cache_hit_rate",
@@ -44,7 +39,10 @@ SLO_METRICS = {
     "num_requests_running": "num_requests_running_max",
     "preemptions": "preemptions",
 }
-_CHARTED_GAUGES = ("kv_cache_usage", "num_requests_waiting", "num_requests_running")
+GAUGES = ("kv_cache_usage", "num_requests_waiting", "num_requests_running")  # peak and mean, and charted
+NO_ENGINE = (
+    f"its /metrics has none of the names of {', '.join(e.title for e in ENGINES)}: no server figures (docs/engines.md)"
+)
 MAX_POINTS = 4000  # scrapes kept for the time series (an hour at 1 s; thinned beyond)
 # Samples that only go up until the server restarts: counters and histograms' (summaries') parts.
 # Not gauges, and not `_created` (a counter's creation time, which a restart moves forward).
@@ -84,7 +82,7 @@ def _bucket_percentile(buckets: list[tuple[float, float]], p: float) -> float | 
 
 @dataclass(frozen=True, slots=True)
 class ServerTtft:
-    """The server's own TTFT (`vllm:time_to_first_token_seconds`) over the run, in ms."""
+    """The server's own TTFT (its histogram, e.g. `vllm:time_to_first_token_seconds`) over the run, in ms."""
 
     count: float | None = None
     mean: float | None = None
@@ -117,6 +115,7 @@ class ServerFigures:
     series: dict[str, list[float | None]] | None = None  # per scrape, for the charts (`ServerMetrics.series`)
     client_server_ttft_gap_ms: float | None = None  # the judge's: client TTFT mean - server TTFT mean
     restarts: tuple[str, ...] = ()  # UTC (ISO, whole s): the first scrape that answered after each restart
+    engine: str = VLLM.name  # whose names were read (`Engine.name`); reports older than the others are vLLM's
 
     def figure(self, slo_metric: str) -> float | None:
         """The figure an SLO on `slo_metric` (a key of `SLO_METRICS`) reads; None when unavailable."""
@@ -141,6 +140,8 @@ class ServerFigures:
             out["client_server_ttft_gap_ms"] = self.client_server_ttft_gap_ms
         if self.restarts:  # only then: a report without a restart reads as it always has
             out["restarts"] = list(self.restarts)
+        if self.engine != VLLM.name:  # likewise: a vLLM report reads as it always has
+            out["engine"] = self.engine
         return out
 
     @classmethod
@@ -191,36 +192,54 @@ class ServerMetrics:
     totals: dict[str, float] = field(default_factory=dict)  # each counter's increase since the first scrape
     baseline: dict[str, float] = field(default_factory=dict)  # `totals` when the run's counting began
     restart_times: list[float] = field(default_factory=list)  # Unix times of the scrapes that found a reset
+    engine: Engine = UNKNOWN  # whose names the scrapes hold: the first scrape that holds any decides
 
     def add(self, sample: dict[str, float], at: float | None = None) -> None:
         at = time.time() if at is None else at
+        self._detect(sample)
         self._count(sample, at)
         self.scrapes += 1
-        for name, metric in GAUGES.items():
-            if metric in sample:
-                self.gauge_samples[name].append(sample[metric])
+        engine = self.engine
+        read = {name: sample.get(engine.gauges.get(name, "")) for name in GAUGES}
+        for name, value in read.items():
+            if value is not None:
+                self.gauge_samples[name].append(value)
         self.points.append(
-            (
-                at,
-                *(sample.get(GAUGES[name]) for name in _CHARTED_GAUGES),
-                self.totals.get(HITS) if HITS in sample else None,
-                self.totals.get(QUERIES) if QUERIES in sample else None,
-            )
+            (at, *read.values(), self._running_total(engine.hits, sample), self._running_total(engine.queries, sample))
         )
         if len(self.points) > MAX_POINTS:
             self.points = self.points[::2]
+
+    def _running_total(self, name: str | None, sample: dict[str, float]) -> float | None:
+        """Counter `name`'s running increase at this scrape, for the charts; None where the scrape
+        lacks it, except a lazy engine's counter not shown (yet, or since a restart), which has not
+        grown (`Engine.lazy_counters`)."""
+        if name is None:
+            return None
+        if name in sample or (self.engine.lazy_counters and name not in self.seen):
+            return self.totals.get(name, 0.0)
+        return None
+
+    def _detect(self, sample: dict[str, float]) -> None:
+        """Which engine's names to read, from the first scrape that holds any (a server may show its
+        lazily made metrics only once it has served a request)."""
+        if self.engine is UNKNOWN:
+            self.engine = detect(sample)
 
     def _count(self, sample: dict[str, float], at: float) -> None:
         """Add each counter's increase since the previous scrape to `totals` (Prometheus's counter
         reset rule): `cur - prev`, or all of `cur` when any counter went down, since a restarted
         server starts every counter from zero, also those that have already grown past `prev` again.
-        A counter first seen mid-run counts from zero; the first scrape is where counting starts."""
+        A counter first seen mid-run counts from zero; the first scrape is where counting starts.
+        After a restart the old server's values are void, also of counters this scrape lacks: a
+        lazy engine's counter appears again only at its first increment, from zero."""
         counters = {key: value for key, value in sample.items() if is_counter(key)}
         restarted = any(value < self.seen[key] for key, value in counters.items() if key in self.seen)
         if restarted:
             self.restart_times.append(at)
+            self.seen.clear()
         for key, value in counters.items():
-            before = 0.0 if restarted else self.seen.get(key, 0.0)
+            before = self.seen.get(key, 0.0)
             self.totals[key] = self.totals.get(key, 0.0) + (value - before if self.scrapes else 0.0)
         self.seen.update(counters)
 
@@ -253,50 +272,67 @@ class ServerMetrics:
         """Count from `sample` on: what the server did before it (priming requests, warm-up) is
         not the run the client measures, and would skew the server's TTFT and hit rate. A restart
         of the server before it is not the run's either."""
+        self._detect(sample)
         self._count(sample, time.time() if at is None else at)
         self.baseline = dict(self.totals)
         self.restart_times.clear()
         self.scrapes = 1
         self.gauge_samples.clear()
 
-    def _delta(self, name: str) -> float | None:
-        """`name`'s increase over the run, summed over restarts; None when the server has no such counter."""
-        if name not in self.totals:
+    def _delta(self, name: str | None) -> float | None:
+        """`name`'s increase over the run, summed over restarts; None when the server has no such
+        counter (a lazy engine's counter that no scrape has shown yet: zero)."""
+        if name is None:
             return None
+        if name not in self.totals:
+            return 0.0 if self.engine.lazy_counters else None
         return self.totals[name] - self.baseline.get(name, 0.0)
 
     def ttft_buckets(self) -> list[tuple[float, float]]:
-        prefix = f"{TTFT}_bucket|"
+        if self.engine.ttft is None:
+            return []
+        prefix = f"{self.engine.ttft}_bucket|"
         return sorted(
             (float(key[len(prefix) :]), self._delta(key) or 0.0) for key in self.totals if key.startswith(prefix)
+        )
+
+    def server_ttft(self, engine: Engine) -> ServerTtft | None:
+        """The server's TTFT over the run from its histogram; None for an engine without one."""
+        if engine.ttft is None:
+            return None
+        count, total = self._delta(f"{engine.ttft}_count"), self._delta(f"{engine.ttft}_sum")
+        buckets = self.ttft_buckets()
+        return ServerTtft(
+            count=count,
+            mean=round(total / count * 1000, 3) if count and total is not None else None,
+            p50=_ms(_bucket_percentile(buckets, 50)),
+            p95=_ms(_bucket_percentile(buckets, 95)),
+            note=f"interpolated within {engine.title}'s coarse buckets",
         )
 
     def summary(self) -> ServerFigures:
         if self.scrapes < 2:
             return ServerFigures(False, self.scrapes, error=self.error or "fewer than two scrapes")
-        hits, queries = self._delta(HITS), self._delta(QUERIES)
+        engine = self.engine
+        if engine is UNKNOWN:
+            return ServerFigures(False, self.scrapes, error=NO_ENGINE)
+        hits, queries = self._delta(engine.hits), self._delta(engine.queries)
         gauges = {
             f"{name}_{kind}": round(fn(values), 4)
             for name, values in self.gauge_samples.items()
             for kind, fn in (("max", max), ("mean", lambda v: sum(v) / len(v)))
         }
-        count, total = self._delta(f"{TTFT}_count"), self._delta(f"{TTFT}_sum")
-        buckets = self.ttft_buckets()
         return ServerFigures(
             True,
             self.scrapes,
             prefix_cache_hit_rate=round(hits / queries, 4) if hits is not None and queries else None,
             prefix_cache_queried_tokens=queries,
-            preemptions=self._delta(PREEMPTIONS),
+            preemptions=self._delta(engine.preemptions),
             **gauges,
-            server_ttft=ServerTtft(
-                count=count,
-                mean=round(total / count * 1000, 3) if count and total is not None else None,
-                p50=_ms(_bucket_percentile(buckets, 50)),
-                p95=_ms(_bucket_percentile(buckets, 95)),
-            ),
+            server_ttft=self.server_ttft(engine),
             series=self.series(),
             restarts=tuple(utc_iso(at) or "" for at in self.restart_times),
+            engine=engine.name,
         )
 
 

@@ -8,6 +8,7 @@ import html
 import json
 from typing import Any
 
+from slogate.slo.gate.engines import title
 from slogate.slo.gate.intervals import INTERVAL_METRICS
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report, describe_targets, goodput_summary, trace_cache_comparison
@@ -236,6 +237,7 @@ def _server_facts(report: Report) -> str:
         return f'<p class="muted">Server figures unavailable: {e(str(server.error))}.</p>'
     ttft = server.server_ttft or ServerTtft()
     items = [
+        ("engine", title(server.engine)),
         ("scrapes", server.scrapes),
         ("prefix-cache hit rate (over the run)", server.prefix_cache_hit_rate),
         ("KV-cache usage peak / mean", f"{num(server.kv_cache_usage_max, 3)} / {num(server.kv_cache_usage_mean, 3)}"),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from slogate.slo.gate.engines import title
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import JSON_NAME, Report, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.gate.verdict import Outcome
@@ -143,7 +144,7 @@ def render_markdown(report: Report) -> str:
             f"server TTFT mean {fmt(server.server_ttft.mean if server.server_ttft else None)} ms",
             f"client-server gap {fmt(server.client_server_ttft_gap_ms)} ms",
         ]
-        lines.append(f"Server (/metrics, {server.scrapes} scrapes): " + ", ".join(figures) + ".")
+        lines.append(f"Server ({title(server.engine)} /metrics, {server.scrapes} scrapes): " + ", ".join(figures) + ".")
         restarted = server.restart_note(run.started_at)
         if restarted:
             lines.append(restarted)
