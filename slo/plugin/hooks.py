@@ -28,6 +28,7 @@ from slogate.slo.plugin.control import (
 )
 from slogate.slo.plugin.gate import CONFIG_ERRORS, every_gate, gate_for
 from slogate.slo.plugin.journal import close_journal, flush_journal, pause_journal, start_journal
+from slogate.slo.plugin.metrics_server import start_metrics_server, stop_metrics_server
 from slogate.slo.plugin.watchers import start_watchers, stop_watchers
 from slogate.slo.plugin.wire import FLUSH_MESSAGE, WIRE_KEY, merge_from_worker, on_worker_flush, worker_payload
 
@@ -103,6 +104,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if not gate.is_worker and environment.parsed_options is not None:
         gate.start_scraper()
         start_watchers(gate)
+        start_metrics_server(gate)
         start_journal(gate, environment.parsed_options.slo_report_dir)
 
 
@@ -153,6 +155,7 @@ def on_quitting(environment: Any, **_: Any) -> None:
     if gate.signal is not None:
         finish_load(gate)  # Locust quits without stopping first: every worker's last samples, every request in flight
     gate.stop_scraper()
+    stop_metrics_server(gate)
     report = gate.snapshot(final=True)
     flush_journal(gate)
     journal = close_journal(gate)

@@ -66,6 +66,13 @@ def add_arguments(parser: Any) -> None:
         help="Seconds between scrapes of the target's /metrics (0: off)",
     )
     parser.add_argument(
+        "--slo-metrics-port",
+        type=int,
+        default=0,
+        help="Serve the live figures for Prometheus at /slo/metrics on this port (for headless runs; "
+        "a web UI run also has them on its web port; 0: off)",
+    )
+    parser.add_argument(
         "--slo-interval-s",
         type=float,
         default=DEFAULT_INTERVAL_S,

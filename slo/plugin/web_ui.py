@@ -2,7 +2,9 @@
 
 - `/slo/status`: the live report (JSON) for scripts; `/slo/report.json`, `/slo/report.md`,
   `/slo/report.html`: the same as downloads; `/slo/series`: the TTFT time series and the SLO
-  targets the tab's chart draws. All honour `--web-login`.
+  targets the tab's chart draws; `/slo/metrics`: the same live figures for Prometheus
+  (slo/outputs/prometheus.py; a scraper without a login uses `--slo-metrics-port` instead). All
+  honour `--web-login`.
 - The tab is a Locust extended table fed through `/stats/requests` (`extended_stats`), so it
   refreshes with the rest of the UI while the test runs and keeps its figures after Stop.
 - Above the table, a live chart of TTFT p50/p95 per interval and request class, with the SLO
@@ -24,6 +26,7 @@ from typing import Any
 from slogate.slo.gate.report import Report
 from slogate.slo.outputs.html import ASSETS, render_html, script_json
 from slogate.slo.outputs.html_run import percent
+from slogate.slo.outputs.prometheus import exposition
 from slogate.slo.outputs.render import observed_text, render_markdown
 
 TAB_KEY = "slogate"
@@ -185,6 +188,12 @@ def install(
     def slo_series() -> Response:
         data = series() if series is not None else {"series": None, "targets": []}
         return Response(script_json(data), mimetype="application/json", headers={"Cache-Control": "no-store"})
+
+    @app.route("/slo/metrics")
+    @web_ui.auth_required_if_enabled
+    def slo_metrics() -> Response:
+        body, content_type = exposition(snapshot(), request.headers.get("Accept"))
+        return Response(body, content_type=content_type, headers={"Cache-Control": "no-store"})
 
     @app.route("/slo/assets/<name>")
     @web_ui.auth_required_if_enabled
