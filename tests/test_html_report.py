@@ -12,6 +12,7 @@ import random
 import re
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,20 @@ def test_with_a_baseline_its_percentile_curves_are_drawn_beside_the_runs(tmp_pat
         re.search(r'<script id="slogate-data" type="application/json">(.*?)</script>', render_html(current), re.S)[1]
     )
     assert plain["runs"][0]["baseline_curves"] is None
+
+
+def test_the_rate_of_a_partial_first_or_last_interval_is_over_the_time_it_covered() -> None:
+    from slogate.slo.outputs.charts import chart_data, percentile_grid
+
+    report = synthetic_run(302, 5)  # requests from T0 + 5 to T0 + 302 (its end, to the second): intervals of 5 s
+    run = replace(report.run, started_at=utc_iso(T0 + 1.0), warmup_s=5.0)  # measured from T0 + 6
+    series = chart_data(replace(report, run=run), {m: percentile_grid(10) for m in ("ttft", "itl", "e2e")})["series"]
+    covered = series["covered_s"]
+    assert series["t"][0] == T0 + 5 and covered[0] == 4.0  # [T0 + 6, T0 + 10)
+    assert set(covered[1:-1]) == {5.0} and covered[-1] == 2.0  # [T0 + 300, T0 + 302]
+    requests = series["requests"]["all"]
+    whole = sum(requests[1:-1]) / (5.0 * (len(requests) - 2))
+    assert abs(requests[-1] / covered[-1] - whole) < whole  # the rate, not half of it
 
 
 def test_an_hour_stays_well_under_3_mb(tmp_path: Path) -> None:

@@ -77,8 +77,17 @@ def test_an_slo_on_a_class_vllm_bench_cannot_have_is_a_usage_error(tmp_path: Pat
     out = tmp_path / "out"
     assert judge_file(str(COMPLETIONS), ttft_slo(tmp_path, 150, cls="shared"), str(out)) == exitcodes.USAGE
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "class 'shared' is not measured by this result; classes available: all" in err[0]
+    assert (
+        len(err) == 1 and "class 'shared' is not measured by this result; classes available: all, vllm_bench" in err[0]
+    )
     assert report_of(out)["verdict"] == "error"
+
+
+def test_the_class_a_vllm_bench_result_is_shown_under_is_one_an_slo_may_name(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert judge_file(str(COMPLETIONS), ttft_slo(tmp_path, 100_000, cls="vllm_bench"), str(out)) == exitcodes.PASS
+    report = report_of(out)
+    assert "vllm_bench" in report["metrics"] and report["slos"][0]["class"] == "vllm_bench"
 
 
 @pytest.mark.parametrize(

@@ -151,7 +151,10 @@ def _available_tags(config: WorkloadConfig, environment: Any) -> tuple[list[str]
         return ["all", *replay.trace_tags(scheduled)], f"this trace ({trace_options.path})"
     if config.dataset:
         return dataset_tags(datasets.load_dataset(config.dataset)), f"this dataset ({config.dataset})"
-    return config.available_tags(), f"this workload (--turns {opts.turns})"
+    return (
+        config.available_tags(),
+        f"this workload (--shared-fraction {config.shared_fraction:g}, --turns {opts.turns})",
+    )
 
 
 @events.test_start.add_listener

@@ -7,6 +7,7 @@ https target's certificate is verified as the streams verify it (`target.tls_con
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from typing import Any
@@ -29,9 +30,14 @@ def _call(url: str, headers: dict[str, str], body: dict[str, Any] | None = None,
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         tls = target.tls_failure(reason) if isinstance(reason, BaseException) else None
-        raise TargetError(tls or f"cannot reach the target: {reason}") from None
+        raise TargetError(tls or f"{url} did not answer: {_plain(reason)}") from None
     except ValueError:
         raise TargetError(f"{url.rsplit('/', 1)[-1]} did not answer JSON") from None
+
+
+def _plain(reason: object) -> str:
+    """An OS error's words without errno's `[Errno 111]` prefix."""
+    return re.sub(r"^\[Errno -?\d+\]\s*", "", str(reason))
 
 
 def first_model_id(host: str, headers: dict[str, str]) -> str:

@@ -3,8 +3,9 @@
 A result is a slogate `slo-report.json` (judged again from its measurements, e.g. with a new SLO
 file or baseline; with its own SLO file it gives the live run's verdict and figures), a report
 directory (its journal when a killed run left one, slo/gate/journal.py, else its report), or a
-`vllm bench serve --save-result --save-detailed` JSON (class `all` only). The format is told
-from the content. Every bad input is one line and exit 2, and a report is written all the same.
+`vllm bench serve --save-result --save-detailed` JSON (class `all`, which is its one class
+`vllm_bench`). The format is told from the content. Every bad input is one line and exit 2,
+and a report is written all the same.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ALL, PREFIX_CLASSES
 from slogate.slo.gate.report import JSON_NAME, Report, ReportError, RunInfo
 from slogate.slo.gate.server_figures import ServerFigures
+from slogate.slo.gate.vllm_bench import REQUEST_CLASS as VLLM_BENCH_CLASS
 from slogate.slo.gate.vllm_bench import VllmBenchError, load_vllm_bench, looks_like_vllm_bench
 
 VLLM_BENCH = "vllm-bench"
@@ -76,7 +78,7 @@ def load_result(path: str | Path, goodput_targets_ms: dict[str, dict[str, float]
             notes=list(bench.notes),
             details=dict(bench.facts),
         )
-        return SavedRun(bench.store, run)
+        return SavedRun(bench.store, run, classes=[ALL, VLLM_BENCH_CLASS])  # its requests' one class, by its name
     raise ResultError(
         f"{p}: neither a slogate report (schema 'slogate.report/…') nor a vllm bench serve result "
         "saved with --save-result --save-detailed (per-request 'ttfts', 'itls', 'latencies', ...)"

@@ -61,6 +61,15 @@ def curve(h: LatencyHistogram, grid: list[float]) -> list[float | None]:
     return out
 
 
+def covered_s(starts: list[float], step: float, first: float | None, last: float | None) -> list[float]:
+    """Seconds of each interval inside the measured window [first, last]: the first and last
+    intervals of a run are partial, and their requests per second are counted over what they
+    covered (else a run's ends read as dips in the rate)."""
+    lo = -math.inf if first is None else first
+    hi = math.inf if last is None else last
+    return [round(max(min(t + step, hi) - max(t, lo), 1e-3), 3) for t in starts]
+
+
 def charted_classes(store: MetricsStore) -> list[str]:
     """The lines of the charts: `all` and the request classes, as the time series keeps them.
     Conversation tags (`follow_up`, `turn_3`, ...) cut across the classes: they are in the tables,
@@ -76,6 +85,10 @@ def chart_data(report: Report, grids: dict[str, list[float]]) -> dict[str, Any]:
     origin = from_utc_iso(report.run.started_at)
     if origin is None and series and series["t"]:
         origin = series["t"][0]
+    if series is not None:
+        measured_from = None if origin is None else origin + report.run.warmup_s
+        ended = from_utc_iso(report.run.ended_at)
+        series["covered_s"] = covered_s(series["t"], series["interval_s"], measured_from, ended)
     server = report.server
     classes = charted_classes(store)
     curves = {

@@ -147,11 +147,12 @@
       el.setAttribute("data-drawn", "0");
       return null;
     }
-    var per = series.interval_s || 1;
+    /* per second of what each interval covered: a run's first and last intervals are partial */
+    var covered = series.covered_s || series.t.map(function () { return series.interval_s || 1; });
     var xs = elapsed(series.t, run.origin);
     var data = [xs];
     var defs = [xSeries()];
-    var rate = function (v) { return Math.round((v / per) * 1000) / 1000; };
+    var rate = function (v, i) { return Math.round((v / covered[i]) * 1000) / 1000; };
     series.classes.forEach(function (cls, i) {
       data.push(series.requests[cls].map(rate));
       defs.push(line("requests/s " + cls, classColor(cls, i), { width: cls === "all" ? 2 : 1.2 }));
