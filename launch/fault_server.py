@@ -48,8 +48,8 @@ handshake the client refuses (it does not trust the certificate) as a row of its
 the ground truth of `tls` failures (a client that merely goes away mid-handshake is no row).
 
 Run: python -m slogate.launch.fault_server [--port N] [--log FILE] [--log-bodies] [--tls-cert PEM
---tls-key PEM]; it prints `PORT <n>` when listening (`spawn()` does that and waits for it). It
-also answers `/v1/models`, `/tokenize` and `/metrics` (a few vLLM gauges). Each streamed request is logged
+--tls-key PEM] [--metrics]; it prints `PORT <n>` when listening (`spawn()` waits for it). It also
+answers `/v1/models`, `/tokenize` and, with `--metrics`, `/metrics` (a few vLLM gauges). Each streamed request is logged
 as one JSON line to --log when the server is done with it (the ground truth): when it arrived,
 when its first content chunk was written, `fault` (the fault it injected, by the names of
 `FAULTS` and `http_<status>`, or null), `completed` (the server wrote all it meant to: false after
@@ -139,9 +139,12 @@ METRICS = b"vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_ca
 
 
 class Server:
-    def __init__(self, log_path: str | None, log_bodies: bool = False, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, log_path: str | None, log_bodies: bool = False, tls: ssl.SSLContext | None = None, metrics: bool = False
+    ) -> None:
         self.log = open(log_path, "a") if log_path else None  # noqa: SIM115 (lives as long as the server)
         self.log_bodies = log_bodies
+        self.metrics = metrics  # answer /metrics (a few vLLM gauges); off: a target without it
         self.tls = tls
         self.mixes: dict[str, Iterator[str]] = {}  # per model string: the faults still to come
         self.slots: dict[int, asyncio.Semaphore] = {}  # per `slots=` value: the streams being served
@@ -194,7 +197,7 @@ class Server:
             return await self.json_response(writer, 200, {})
         if path == "/v1/models":
             return await self.json_response(writer, 200, {"object": "list", "data": [{"id": "default"}]})
-        if path == "/metrics":
+        if path == "/metrics" and self.metrics:
             return await self.respond(writer, 200, METRICS, "text/plain; version=0.0.4")
         req = json.loads(body or b"{}")
         if path == "/tokenize":
@@ -344,8 +347,10 @@ def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:
     return context
 
 
-async def main(port: int, log_path: str | None, log_bodies: bool, tls: ssl.SSLContext | None = None) -> None:
-    server = Server(log_path, log_bodies, tls)
+async def main(
+    port: int, log_path: str | None, log_bodies: bool, tls: ssl.SSLContext | None = None, metrics: bool = False
+) -> None:
+    server = Server(log_path, log_bodies, tls, metrics)
     srv = await asyncio.start_server(server.handle, "127.0.0.1", port)
     print(f"PORT {srv.sockets[0].getsockname()[1]}", flush=True)
     async with srv:
@@ -357,6 +362,7 @@ def spawn(
     prefix: Sequence[str] = (),
     log_bodies: bool = False,
     tls: tuple[Path, Path] | None = None,
+    metrics: bool = False,
 ) -> tuple[subprocess.Popen[str], str]:
     """Start the server in a process of its own (`prefix` e.g. pins it: `taskset -c 1`); returns
     the process and the base URL once it listens. `tls`: (certificate, key) PEM files, to speak
@@ -366,6 +372,8 @@ def spawn(
         argv.append("--log-bodies")
     if tls:
         argv += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
+    if metrics:
+        argv.append("--metrics")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -383,8 +391,10 @@ if __name__ == "__main__":
     ap.add_argument("--log-bodies", action="store_true", help="log each streamed request's JSON body too")
     ap.add_argument("--tls-cert", help="speak TLS only, with this certificate (PEM)")
     ap.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    ap.add_argument("--metrics", action="store_true", help="answer /metrics (a few vLLM gauges)")
     a = ap.parse_args()
     try:
-        asyncio.run(main(a.port, a.log, a.log_bodies, tls_context(a.tls_cert, a.tls_key) if a.tls_cert else None))
+        tls = tls_context(a.tls_cert, a.tls_key) if a.tls_cert else None
+        asyncio.run(main(a.port, a.log, a.log_bodies, tls, a.metrics))
     except KeyboardInterrupt:
         sys.exit(0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -33,6 +34,28 @@ def read_report(report_dir: Path) -> Report:
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
         said = f": {lines[-1].strip()}" if lines else ""
         raise NoReport(f"the Locust run wrote no report{said} (see {log})") from None
+
+
+def run_in_foreground(argv: Sequence[str]) -> int:
+    """Run Locust (`slogate run`, `slogate demo`) as the user's foreground job: SIGINT (Ctrl-C) and
+    SIGTERM reach it once each, forwarded from here, and this process waits for it to judge and
+    write its report, whatever it takes (a first signal stops the load and judges it inconclusive;
+    a second ends it at once). The child has a session of its own, so a terminal's Ctrl-C is not
+    delivered to it twice (once by the terminal, once forwarded). Its exit code, or 128 + the
+    signal that killed it, as shells report it."""
+    child = subprocess.Popen(list(argv), start_new_session=True)
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - code if code < 0 else code
 
 
 def run_locust(

@@ -16,13 +16,15 @@ from pathlib import Path
 import slogate.locustfiles.load.open_loop
 import slogate.locustfiles.load.options
 import slogate.locustfiles.load.stages
-import slogate.slo.plugin.hooks  # noqa: F401 - registers the gate's options
+import slogate.slo
+import slogate.slo.plugin.hooks
 from locust import events
 from locust.argument_parser import LocustArgumentParser
 
 from slogate.cli import build_parser
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "options.md"
+PACKAGE_ROOT = str(Path(slogate.slo.__file__).resolve().parent.parent) + "/"  # the same in any checkout or install
 # The modules that register Locust options, in the page's order, with their section's title.
 LOCUST_SECTIONS = {
     "slogate.slo.plugin.options": "The gate (every locustfile)",
@@ -44,7 +46,10 @@ def _default(action: argparse.Action) -> str:
         return "off" if action.default is False else "on"
     if action.default == "":
         return '`""`'
-    return f"`{action.default}`"
+    default = str(action.default)
+    if default.startswith(PACKAGE_ROOT):  # a file shipped with slogate: where it lies in the package
+        default = default[len(PACKAGE_ROOT) :]
+    return f"`{default}`"
 
 
 def _table(actions: list[argparse.Action]) -> list[str]:

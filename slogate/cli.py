@@ -17,7 +17,6 @@ import argparse
 import importlib.metadata
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from slogate.launch.knee import DEFAULT_RATE_MAX, CapacityInputError, NoReport, 
 from slogate.launch.locust_command import LOCUSTFILE_DIR, LOCUSTFILES, locust_argv, locustfile_path
 from slogate.launch.model import make_model
 from slogate.launch.profile import Profile, ProfileError, load_profile
-from slogate.launch.runner import run_profile
+from slogate.launch.runner import run_in_foreground, run_profile
 from slogate.launch.server import ServerStartError
 from slogate.launch.validate import ProfileCheck, check_profiles, validate
 from slogate.slo.gate import exitcodes
@@ -62,7 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     argv = locust_argv(
         args.host, config=config, slo_file=args.slo_file, report_dir=args.report_dir, extra=args.locust_args
     )
-    return subprocess.call(argv)
+    return run_in_foreground(argv)
 
 
 def cmd_locustfile(args: argparse.Namespace) -> int:
@@ -175,7 +174,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 extra=["--run-time", args.run_time] if args.run_time else [],
             )
             _say(f"running: {' '.join(argv[1:])}")
-            return subprocess.call(argv)
+            return run_in_foreground(argv)
         except KeyboardInterrupt:
             return exitcodes.INCONCLUSIVE
         finally:

@@ -10,13 +10,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from slogate.launch.locust_command import locust_argv
-from slogate.slo.gate.facts import INTERRUPTED, KILLED, RunStop
+from slogate.slo.gate.facts import INTERRUPTED, KILLED, RUN_TIME, RunStop
 from slogate.slo.gate.journal import JOURNAL_NAME, JournalError, entry, header, load_journal
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
@@ -70,6 +71,25 @@ def test_the_entries_add_up_to_the_run_exactly_and_it_is_judged_as_killed(tmp_pa
     report = judge(parse_spec(yaml.safe_load(SLO), "slo.yaml"), store, read)
     assert report.verdict == "inconclusive"  # far below its target, but cut short: too early to judge
     assert report.reasons[0].startswith("Killed after 20 s of 60 s (or still running): judged from its journal")
+
+
+def test_a_run_that_ended_but_lost_its_reports_is_judged_as_the_run_it_was(tmp_path: Path) -> None:
+    """Exit 4 (a full disk at the end) keeps the journal; its last entry, `complete`, says how the
+    run ended, so `slogate judge` gives the live verdict, not "killed"."""
+    records = [record(i, 10 + i % 7) for i in range(60)]
+    run = RunInfo(stopped=RunStop(RUN_TIME, 60.2, 60.0))
+    total = MetricsStore()
+    lines = [header(STARTED, 60.0, 5.0, run)]
+    for n, part in enumerate((records[:30], records[30:]), 1):
+        delta = MetricsStore()
+        for rec in part:
+            delta.add(rec)
+            total.add(rec)
+        lines.append(entry(STARTED + 30.0 * n, delta, run, total, None, complete=n == 2))
+    (tmp_path / JOURNAL_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    store, read, _ = load_journal(tmp_path / JOURNAL_NAME)
+    assert read.stopped == RunStop(RUN_TIME, 60.2, 60.0) and store.get("all").requests == 60
+    assert judge(parse_spec(yaml.safe_load(SLO), "slo.yaml"), store, read).verdict == "pass"
 
 
 def test_a_line_cut_off_by_the_kill_is_skipped_and_a_broken_one_before_it_is_an_error(tmp_path: Path) -> None:
@@ -132,7 +152,7 @@ def journal_span_s(report_dir: Path) -> float:
 
 @pytest.mark.parametrize("processes", [1, 2], ids=["single-process", "master-and-two-workers"])
 def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_server, tmp_path: Path, processes) -> None:
-    """SIGKILL at 16 s of a 60 s run: the directory holds a journal with every request answered
+    """SIGKILL about 10 s into a 60 s run: the directory holds a journal with every request answered
     before its last entry (a master's workers report every 3 s: those before that, less 3 s)."""
     url, answered = own_fault_server
     workers = ["--processes", str(processes)] if processes > 1 else []
@@ -143,23 +163,23 @@ def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_serve
         argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
-        while proc.poll() is None and journal_span_s(report_dir) < 14:
-            time.sleep(0.2)  # polling the journal: the kill comes once it covers 14 s (16 s into the run)
+        while proc.poll() is None and journal_span_s(report_dir) < 8:
+            time.sleep(0.2)  # polling the journal: the kill comes once it covers 8 s (about 10 s into the run)
         os.kill(proc.pid, signal.SIGKILL)  # the master (or the only process), as the OOM killer would
         proc.wait(timeout=10)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # orphaned workers
     entries = journal_entries(report_dir)
-    assert len(entries) >= 5 and not (report_dir / "slo-report.json").exists()
+    assert len(entries) >= 3 and not (report_dir / "slo-report.json").exists()
     last_at = entries[-1]["at"]
     lag_s = 0.0 if processes == 1 else 3.0  # a worker's report interval
-    done_before = sum(1 for r in server_rows(answered) if r["arrived"] + 0.05 < last_at - lag_s)
+    done_before = sum(1 for r in server_rows(answered) if r["arrived"] + 1.0 < last_at - lag_s)  # ended well before
     code = judge_file(str(report_dir), str(tmp_path / "slo.yaml"), str(tmp_path / "judged"))
     report = json.loads((tmp_path / "judged" / "slo-report.json").read_text())
     assert code == 3 and report["verdict"] == "inconclusive", report["reasons"]
-    assert report["run"]["stopped"]["reason"] == KILLED and 13 < report["run"]["stopped"]["after_s"] < 20
-    assert report["metrics"]["all"]["requests"] >= done_before > 100
+    assert report["run"]["stopped"]["reason"] == KILLED and 7 < report["run"]["stopped"]["after_s"] < 14
+    assert report["metrics"]["all"]["requests"] >= done_before > 50
     assert report["run"]["workers"] == processes and report["run"]["model"]
 
 
@@ -191,18 +211,18 @@ def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers
 
 
 def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server, tmp_path: Path) -> None:
-    """The first SIGTERM waits for the requests in flight (--stop-timeout 30, each takes 3 s); the
+    """The first SIGTERM waits for the requests in flight (--stop-timeout 30, each takes 6 s); the
     second exits 143 at once, after appending what was measured since the journal's last entry."""
     url, _ = own_fault_server
     argv, report_dir = gated_run(
-        url, tmp_path, "--model", "ttft_ms=1500,tokens=2,itl_ms=1500", "--stop-timeout", "30", "--slo-interval-s", "1"
+        url, tmp_path, "--model", "ttft_ms=5000,tokens=2,itl_ms=1000", "--stop-timeout", "30", "--slo-interval-s", "1"
     )
     stderr = tmp_path / "stderr.txt"
     with stderr.open("w") as err:
         proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
     try:
-        while proc.poll() is None and journal_span_s(report_dir) < 4:
-            time.sleep(0.2)  # polling the journal: some requests have ended
+        while proc.poll() is None and journal_span_s(report_dir) < 7:
+            time.sleep(0.2)  # polling the journal: the first requests (6 s each) have ended, the next are in flight
         proc.send_signal(signal.SIGTERM)
         while proc.poll() is None and "the run is interrupted" not in stderr.read_text():
             time.sleep(0.1)
@@ -216,3 +236,26 @@ def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server,
     report = json.loads((tmp_path / "judged" / "slo-report.json").read_text())
     assert code == 3 and report["run"]["stopped"]["reason"] == KILLED
     assert report["metrics"]["all"]["requests"] >= 2
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_server, tmp_path: Path, signum) -> None:
+    """`slogate run` is what users and the GitHub Action call: a signal to it reaches Locust once,
+    and it waits while Locust stops the load and writes the inconclusive report."""
+    url, _ = own_fault_server
+    (tmp_path / "slo.yaml").write_text(SLO)
+    report_dir = tmp_path / "report"
+    argv = [sys.executable, "-m", "slogate.cli", "run", "--host", url, "--slo-file", str(tmp_path / "slo.yaml")]
+    argv += ["--report-dir", str(report_dir), "--", "-u", "2", "-r", "2", "-t", "60s", "--model", "ttft_ms=20,tokens=2"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while proc.poll() is None and journal_span_s(report_dir) < 4:
+            time.sleep(0.2)  # polling the journal: the run is under way
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    report = json.loads((report_dir / "slo-report.json").read_text())
+    assert proc.returncode == 3 and report["verdict"] == "inconclusive", stderr[-2000:]
+    assert report["run"]["stopped"]["signal"] == signal.Signals(signum).name
+    assert stdout.rstrip().splitlines()[-1] == f"slogate: reports in {report_dir}/" and "Traceback" not in stderr

@@ -20,7 +20,8 @@ def test_a_report_directory_that_cannot_be_made_is_refused_before_any_load(own_f
     run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     lines = [x for x in run.stderr.splitlines() if x.startswith("slogate: error:")]
-    assert lines == [f"slogate: error: --slo-report-dir {tmp_path}/a-file/report: cannot write there (Not a directory)"]
+    where = tmp_path / "a-file" / "report"
+    assert lines == [f"slogate: error: the report directory {where}: cannot write there (Not a directory)"]
     assert not answered.exists() or answered.read_text() == ""  # not one request sent
 
 

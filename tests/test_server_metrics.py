@@ -142,6 +142,29 @@ def test_a_counter_missing_from_one_scrape_is_neither_a_restart_nor_counted_twic
     assert s.prefix_cache_queried_tokens == 200 and s.prefix_cache_hit_rate == 0.3 and s.restarts == ()
 
 
+def test_one_counter_going_down_is_that_series_reset_not_a_restart_of_the_server() -> None:
+    """A label set that went away, one odd exporter counter: Prometheus's rule for that series only;
+    the other counters are not counted again from zero (that would inflate them)."""
+    m = ServerMetrics()
+    odd = "some_exporter_events_total"
+    m.add({"vllm:prefix_cache_queries_total": 1000.0, "vllm:prefix_cache_hits_total": 300.0, odd: 50.0}, at=T0)
+    m.add({"vllm:prefix_cache_queries_total": 1100.0, "vllm:prefix_cache_hits_total": 330.0, odd: 5.0}, at=T0 + 1)
+    m.add({"vllm:prefix_cache_queries_total": 1200.0, "vllm:prefix_cache_hits_total": 360.0, odd: 9.0}, at=T0 + 2)
+    s = m.summary()
+    assert s.restarts == () and s.prefix_cache_queried_tokens == 200 and s.prefix_cache_hit_rate == 0.3
+    assert m.totals[odd] == 9.0  # reset to 5, then +4
+
+
+def test_a_new_process_start_time_is_a_restart_even_when_counters_have_caught_up() -> None:
+    m = ServerMetrics()
+    start = "process_start_time_seconds"
+    m.add({start: T0 - 100, "vllm:prefix_cache_queries_total": 100.0}, at=T0)
+    m.add({start: T0 - 100, "vllm:prefix_cache_queries_total": 200.0}, at=T0 + 1)
+    m.add({start: T0 + 1.5, "vllm:prefix_cache_queries_total": 250.0}, at=T0 + 2)  # a new server, already past 200
+    s = m.summary()
+    assert s.restarts == (utc_iso(T0 + 2),) and s.prefix_cache_queried_tokens == 100 + 250
+
+
 def test_gauges_and_creation_times_going_down_are_no_restart() -> None:
     m = ServerMetrics()
     created = "vllm:prefix_cache_queries_created"

@@ -15,7 +15,8 @@ a fail where a breach was already certain (slo/gate/judge.py `fold_interrupted`)
      "server": {<the server section so far, without its series>}}
 
 `run` and `self_check` are the latest values, not deltas (a reader keeps the last). A line cut off
-by the kill is skipped: at most the entry being written is lost.
+by the kill is skipped: at most the entry being written is lost. A run that ended but could not
+write its reports (a full disk: exit 4) ends its journal with a `complete` entry and its stop.
 """
 
 from __future__ import annotations
@@ -33,9 +34,6 @@ from slogate.slo.gate.server_figures import ServerFigures
 
 JOURNAL_NAME = "slo-journal.jsonl"
 FORMAT = 1
-# The facts an entry's `run` carries: known only as the run goes (the model once primed, the
-# workers as they report, problems as they happen).
-RUN_FACTS = ("model", "workload", "problems", "workers", "users", "cpu_warning")
 
 
 class JournalError(ValueError):
@@ -64,10 +62,17 @@ def header(
 
 
 def entry(
-    at: float, delta: MetricsStore, run: RunInfo, total: MetricsStore, server: ServerFigures | None
+    at: float,
+    delta: MetricsStore,
+    run: RunInfo,
+    total: MetricsStore,
+    server: ServerFigures | None,
+    complete: bool = False,
 ) -> dict[str, Any]:
     """One line: the measurements since the last entry (`delta`), and the latest run facts and
-    self-check figures (read from `total`, which the delta's own have been left out of)."""
+    self-check figures (read from `total`, which the delta's own have been left out of). The
+    `complete` last entry of a run that ended (its reports then failed to be written) carries why
+    it ended (`run.stopped`), so that it is judged as the run it was, not as killed."""
     metrics = delta.to_wire()
     for key in ("loop_lag", "client_cpu_s", "client_wall_s"):
         metrics.pop(key, None)
@@ -90,6 +95,9 @@ def entry(
     }
     if server is not None:
         line["server"] = {k: v for k, v in server.to_json().items() if k != "series"}
+    if complete:
+        line["complete"] = True
+        line["stopped"] = run.stopped.to_json() if run.stopped is not None else None
     return line
 
 
@@ -140,6 +148,12 @@ def load_journal(path: str | Path) -> tuple[MetricsStore, RunInfo, ServerFigures
 def _run_info(head: dict[str, Any], entries: list[dict[str, Any]], facts: dict[str, Any]) -> RunInfo:
     started = head["started_at"]
     last = entries[-1]["at"] if entries else started
+    ended = entries[-1] if entries and entries[-1].get("complete") else None  # the run ended; its reports were lost
+    stopped = (
+        RunStop.from_json(ended.get("stopped"))
+        if ended
+        else RunStop(KILLED, round(last - started, 3), head.get("planned_s"))
+    )
     workers = facts.get("workers") or 1
     return RunInfo(
         source="locust",
@@ -160,5 +174,5 @@ def _run_info(head: dict[str, Any], entries: list[dict[str, Any]], facts: dict[s
         max_client_lag_ms=head.get("max_client_lag_ms") or MAX_LOOP_LAG_P99_MS,
         problems=list(facts.get("problems") or []),
         command=head.get("command"),
-        stopped=RunStop(KILLED, round(last - started, 3), head.get("planned_s")),
+        stopped=stopped,
     )

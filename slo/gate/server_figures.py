@@ -46,6 +46,7 @@ NO_ENGINE = (
 MAX_POINTS = 4000  # scrapes kept for the time series (an hour at 1 s; thinned beyond)
 # Samples that only go up until the server restarts: counters and histograms' (summaries') parts.
 # Not gauges, and not `_created` (a counter's creation time, which a restart moves forward).
+PROCESS_START = "process_start_time_seconds"  # prometheus-client's process collector (vLLM, SGLang)
 COUNTER_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
 
 
@@ -191,7 +192,8 @@ class ServerMetrics:
     seen: dict[str, float] = field(default_factory=dict)  # each counter's last value scraped
     totals: dict[str, float] = field(default_factory=dict)  # each counter's increase since the first scrape
     baseline: dict[str, float] = field(default_factory=dict)  # `totals` when the run's counting began
-    restart_times: list[float] = field(default_factory=list)  # Unix times of the scrapes that found a reset
+    restart_times: list[float] = field(default_factory=list)  # Unix times of the scrapes that found a restart
+    process_start: float | None = None  # the server's `process_start_time_seconds`, where it has one
     engine: Engine = UNKNOWN  # whose names the scrapes hold: the first scrape that holds any decides
 
     def add(self, sample: dict[str, float], at: float | None = None) -> None:
@@ -227,21 +229,35 @@ class ServerMetrics:
             self.engine = detect(sample)
 
     def _count(self, sample: dict[str, float], at: float) -> None:
-        """Add each counter's increase since the previous scrape to `totals` (Prometheus's counter
-        reset rule): `cur - prev`, or all of `cur` when any counter went down, since a restarted
-        server starts every counter from zero, also those that have already grown past `prev` again.
-        A counter first seen mid-run counts from zero; the first scrape is where counting starts.
-        After a restart the old server's values are void, also of counters this scrape lacks: a
-        lazy engine's counter appears again only at its first increment, from zero."""
+        """Add each counter's increase since the previous scrape to `totals`, by Prometheus's
+        counter-reset rule, series by series: `cur - prev`, or all of `cur` when it went down. A
+        counter first seen mid-run counts from zero; the first scrape is where counting starts.
+
+        A restart of the whole server (`restart_times`) takes stronger evidence than one counter
+        going down (a label set that went away, one odd exporter): its `process_start_time_seconds`
+        changed, or most of the counters that had counted something went down. Then every counter
+        counts from zero, also those that grew past their old value already, and the old server's
+        values are void, also of counters this scrape lacks: a lazy engine's counter appears again
+        only at its first increment."""
         counters = {key: value for key, value in sample.items() if is_counter(key)}
-        restarted = any(value < self.seen[key] for key, value in counters.items() if key in self.seen)
-        if restarted:
+        if self.scrapes and self._restarted(sample, counters):
             self.restart_times.append(at)
             self.seen.clear()
         for key, value in counters.items():
             before = self.seen.get(key, 0.0)
-            self.totals[key] = self.totals.get(key, 0.0) + (value - before if self.scrapes else 0.0)
+            increase = value - before if value >= before else value  # a series that went down: reset
+            self.totals[key] = self.totals.get(key, 0.0) + (increase if self.scrapes else 0.0)
         self.seen.update(counters)
+        if PROCESS_START in sample:
+            self.process_start = sample[PROCESS_START]
+
+    def _restarted(self, sample: dict[str, float], counters: dict[str, float]) -> bool:
+        started = sample.get(PROCESS_START)
+        if started is not None and self.process_start is not None:
+            return started != self.process_start
+        counted = [key for key in counters if self.seen.get(key, 0.0) > 0]
+        dropped = sum(1 for key in counted if counters[key] < self.seen[key])
+        return bool(counted) and dropped * 2 > len(counted)
 
     def series(self) -> dict[str, list[float | None]]:
         """The scrapes over time: `t` (Unix seconds), the gauges, and the prefix-cache hit rate

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import greenlet
 from locust.rpc import Message
 from locust.runners import STATE_INIT, STATE_STOPPED
 from slogate.slo.gate import exitcodes
@@ -95,8 +96,15 @@ def watch_signals(gate: Gate) -> None:
 
     def on_sigint(signum: int, frame: Any) -> None:
         interrupted("SIGINT")
-        if callable(previous):
-            previous(signum, frame)
+        if not callable(previous):
+            return
+        hub = gevent.get_hub()
+        if greenlet.getcurrent() is hub:
+            # Raised in the hub, the KeyboardInterrupt would reach the main greenlet all the same,
+            # after gevent printed it as a crash: deliver it there directly instead.
+            hub.loop.run_callback(hub.parent.throw, KeyboardInterrupt)
+            return
+        previous(signum, frame)
 
     signal.signal(signal.SIGINT, on_sigint)
 
@@ -139,7 +147,7 @@ def check_report_dir(gate: Gate) -> None:
         with tempfile.TemporaryFile(dir=report_dir):
             pass
     except OSError as e:
-        refuse(gate, f"--slo-report-dir {report_dir}: cannot write there ({e.strerror or e})")
+        refuse(gate, f"the report directory {report_dir}: cannot write there ({e.strerror or e})")
 
 
 def write_failed(report: Report, report_dir: str, error: OSError) -> int:
@@ -155,12 +163,16 @@ def write_failed(report: Report, report_dir: str, error: OSError) -> int:
     return exitcodes.SETUP_FAILED
 
 
-def finish_load(gate: Gate, timeout_s: float = 10.0) -> None:
+FINISH_MARGIN_S = 10.0  # beyond --stop-timeout: the workers' stop and their last reports
+
+
+def finish_load(gate: Gate) -> None:
     """Stop the load before judging a run Locust is quitting on a signal (it judges first and
-    stops after): every worker sends its last samples, every request in flight is recorded as
-    unfinished. Bounded: a second signal, or `timeout_s`, ends the wait."""
+    stops after): every worker sends its last samples, every request in flight ends within
+    --stop-timeout or is recorded as unfinished. Bounded by --stop-timeout plus a margin; a second
+    signal ends the wait at once."""
     runner = gate.environment.runner
     if runner is None or runner.state in (STATE_INIT, STATE_STOPPED):
         return
-    with gevent.Timeout(timeout_s, False):
+    with gevent.Timeout((getattr(gate.options, "stop_timeout", 0) or 0) + FINISH_MARGIN_S, False):
         runner.stop()

@@ -72,6 +72,7 @@ class Gate:
         self.planned_s: float | None = None  # --run-time, when the run has one
         self.ended_at: float | None = None  # when the load stopped (test_stop)
         self.signal: str | None = None  # the signal that interrupted the run (plugin/control.py)
+        self.stopped_by_hand = False  # the web UI's Stop ended the run
         self.loop_monitor = LoopLagMonitor(lambda: self.listener.store)
         self.server: ServerFigures | None = None
         # The journal (slo/plugin/journal.py): its file, its greenlet, and what it has not written yet.
@@ -158,15 +159,15 @@ class Gate:
         ran = None if self.started_at is None else ended - self.started_at
         if final and self.planned_s and ran is not None and ran >= self.planned_s - RUN_TIME_SLACK_S:
             return RunStop(RUN_TIME, round(ran, 3), self.planned_s)
-        if final and ran is not None and self.ended_at is not None and self.stopped_in_web_ui:
+        if final and ran is not None and self.stopped_by_hand:
             return RunStop(BY_HAND, round(ran, 3), self.planned_s)
         return None
 
-    @property
-    def stopped_in_web_ui(self) -> bool:
-        """A run with the web UI that stopped by itself stopped by its Stop button (or its API)."""
-        opts = self.options
-        return self.environment.web_ui is not None and opts is not None and not getattr(opts, "headless", False)
+    def note_stop_by_hand(self) -> None:
+        """The web UI's Stop was asked for (slo/plugin/web_ui.py): the run ends as the user decided."""
+        if self.started_at is not None and self.stopped is None and self.breach is None:
+            self.stopped_by_hand = True
+            self.ended_at = self.ended_at or time.time()
 
     @property
     def interval_s(self) -> float:

@@ -53,6 +53,7 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             gate.snapshot,
             lambda host: target.remember(environment, host) or "",
             series=gate.live_chart,
+            on_stop=gate.note_stop_by_hand,
         )
     if not gate.is_worker and environment.parsed_options.headless:  # a web UI run is stopped by hand
         watch_signals(gate)
@@ -91,6 +92,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
         gevent.spawn_later(gate.run_time_s, end_gracefully, environment.runner)
         gate.run_time_s = None  # once
     gate.judged = False
+    gate.stopped_by_hand = False
     gate.breach = None
     gate.stopped = None
     gate.ended_at = None
@@ -157,7 +159,7 @@ def on_quitting(environment: Any, **_: Any) -> None:
     gate.stop_scraper()
     stop_metrics_server(gate)
     report = gate.snapshot(final=True)
-    flush_journal(gate)
+    flush_journal(gate, complete=True)
     journal = close_journal(gate)
     report_dir = environment.parsed_options.slo_report_dir
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+from slogate.slo.gate.intervals import DEFAULT_INTERVAL_S
 from slogate.slo.gate.journal import JOURNAL_NAME, entry, header
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.plugin.gate import Gate
@@ -28,9 +29,11 @@ class JournalWriter:
         self._file: Any = None
 
     def open(self, first_line: dict[str, Any]) -> None:
+        """Start the file with `first_line`, without yielding to other greenlets: no record may
+        end between the old journal's last delta and this one's first (`start_journal`)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "w")  # noqa: SIM115 - kept open for the run's appends
-        self.append(first_line)
+        self.append(first_line, block=True)
 
     def append(self, line: dict[str, Any], block: bool = False) -> None:
         """Write `line` and wait until it is on disk: in a thread of gevent's pool, so that the
@@ -63,24 +66,28 @@ def start_journal(gate: Gate, directory: str | Path) -> None:
     gate.journal_greenlet = gevent.spawn(_append_every_interval, gate)
 
 
+MIN_PERIOD_S = 2.0  # a short --slo-interval-s would otherwise fsync several times a second
+
+
 def journal_interval_s(gate: Gate) -> float:
-    """The journal's period: the time series' interval (5 s unless --slo-interval-s says otherwise)."""
-    return gate.interval_s or 5.0
+    """The journal's period: the time series' interval (5 s unless --slo-interval-s says otherwise), 2 s at least."""
+    return max(gate.interval_s or DEFAULT_INTERVAL_S, MIN_PERIOD_S)
 
 
-def flush_journal(gate: Gate, block: bool = False) -> None:
+def flush_journal(gate: Gate, block: bool = False, complete: bool = False) -> None:
     """Append what was measured since the last entry (also, `block`ing, at a second signal just
-    before the process exits)."""
+    before the process exits; `complete`, the judged run's last, with its stop)."""
     writer = gate.journal
     if writer is None:
         return
     delta = _take_pending(gate)
     server = gate.scraper.metrics.summary() if gate.scraper is not None else gate.server
     try:
-        writer.append(entry(time.time(), delta, gate.run_info(), gate.metrics(), server), block)
+        writer.append(entry(time.time(), delta, gate.run_info(final=complete), gate.metrics(), server, complete), block)
     except OSError as e:
         log.warning("slogate: cannot append to the journal %s (%s); it stops here", writer.path, e)
-        close_journal(gate)
+        if gate.journal is writer:  # not one a reset has opened since
+            close_journal(gate)
 
 
 def _take_pending(gate: Gate) -> MetricsStore:
@@ -103,7 +110,7 @@ def _append_every_interval(gate: Gate) -> None:
 def pause_journal(gate: Gate) -> None:
     """No more periodic entries (the load has stopped; `flush_journal` still appends)."""
     if gate.journal_greenlet is not None:
-        gate.journal_greenlet.kill(block=False)
+        gate.journal_greenlet.kill(block=True)
         gate.journal_greenlet = None
 
 

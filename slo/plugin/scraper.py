@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import logging
 import time
 import urllib.error
@@ -16,6 +17,9 @@ from slogate.slo.gate.server_figures import ServerMetrics, parse
 from slogate.slo.plugin.target import split_credentials, tls_context, tls_failure
 
 log = logging.getLogger("slogate.server_metrics")
+# What a scrape may meet: refused, timed out, TLS, a body cut off mid-way (a server killed while
+# answering: http.client.IncompleteRead), text that is not the exposition format.
+SCRAPE_ERRORS = (urllib.error.URLError, OSError, ValueError, http.client.HTTPException)
 
 
 def fetch(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> dict[str, float]:
@@ -50,7 +54,7 @@ class Scraper:
         with self._lock:
             try:
                 sample = fetch(self.url, headers=self.headers)
-            except (urllib.error.URLError, OSError, ValueError) as e:
+            except SCRAPE_ERRORS as e:
                 self._failed(e)
                 return False
             restarts = len(self.metrics.restart_times)
@@ -81,7 +85,7 @@ class Scraper:
 
     def restart(self) -> None:
         """Take the counters' starting values now (see `ServerMetrics.restart_from`)."""
-        with self._lock, contextlib.suppress(urllib.error.URLError, OSError, ValueError):  # the loop reports failures
+        with self._lock, contextlib.suppress(*SCRAPE_ERRORS):  # the loop reports failures
             self.metrics.restart_from(fetch(self.url, headers=self.headers))
 
     def _loop(self) -> None:

@@ -133,10 +133,12 @@ def install(
     snapshot: Callable[[], Report],
     bare_host: Callable[[str], str] | None = None,
     series: Callable[[], dict[str, Any]] | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
     """Add the tab and the endpoints to Locust's Flask app; `snapshot()` returns the live report,
     `series()` the live chart's data (slo/outputs/charts.py, `live_chart_data`). `bare_host(url)`
-    keeps the credentials of a host typed into the form and returns it without them."""
+    keeps the credentials of a host typed into the form and returns it without them; `on_stop()`
+    is called when the page's Stop (Locust's `/stop`) is asked for: the run is then stopped by hand."""
     from flask import Response, abort, request
     from werkzeug.datastructures import ImmutableMultiDict
 
@@ -150,6 +152,12 @@ def install(
         ],
     )
     app = web_ui.app
+    if on_stop is not None:
+
+        @app.before_request
+        def note_stop() -> None:
+            if request.method == "POST" and request.path.rstrip("/").endswith("/stop"):  # under any --web-base-path
+                on_stop()
 
     @app.route("/slo/status")
     @web_ui.auth_required_if_enabled
