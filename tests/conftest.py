@@ -103,6 +103,20 @@ def locust_run(tmp_path: Path):
     return run
 
 
+def start_cpu_tiny(log_path: Path) -> Any:
+    """The cpu-tiny vLLM server on a free port (a `Launched`); skipped when vLLM is not installed,
+    unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then missing vLLM is a failure, never a silent skip."""
+    from slogate.launch.installation import InstallError
+    from slogate.launch.launcher import start_profile
+
+    try:
+        return start_profile("cpu-tiny", "127.0.0.1", free_port(), install=False, validate=False, log_path=log_path)
+    except InstallError as e:
+        if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
+            pytest.fail(f"vLLM required but not available: {e}")
+        pytest.skip(f"vLLM not installed ({e}); run `slogate setup-cpu`")
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real vLLM CPU server with the tiny generated model, started once per session.
@@ -111,18 +125,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     vLLM is a failure, never a silent skip. Not validated here: tests/test_validate.py checks the
     built-in profiles with the installed parser.
     """
-    from slogate.launch.installation import InstallError
-    from slogate.launch.launcher import start_profile
-
-    tmp = tmp_path_factory.mktemp("vllm")
-    try:
-        launched = start_profile(
-            "cpu-tiny", "127.0.0.1", free_port(), install=False, validate=False, log_path=tmp / "log"
-        )
-    except InstallError as e:
-        if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
-            pytest.fail(f"vLLM required but not available: {e}")
-        pytest.skip(f"vLLM not installed ({e}); run `slogate setup-cpu`")
+    launched = start_cpu_tiny(tmp_path_factory.mktemp("vllm") / "log")
     try:
         yield launched.server.url
     finally:

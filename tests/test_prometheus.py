@@ -39,7 +39,7 @@ from slogate.slo.gate.verdict import Outcome, Verdict
 from slogate.slo.outputs.prometheus import BUCKETS_S, HISTOGRAMS, bucket_counts, exposition
 from slogate.slo.plugin.metrics_server import metrics_app, start_metrics_server, stop_metrics_server
 
-from tests.test_web_ui import SECRETS, NoRedirect, get, start_web_ui
+from tests.test_web_ui import SECRETS, get, get_without_login, start_web_ui
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 LATENCY = {key: name for key, name, _ in HISTOGRAMS}
@@ -353,12 +353,7 @@ def test_scrapes_after_stop_equal_the_status_and_the_report(fault_server: str, t
 def test_the_web_ports_metrics_honour_web_login(fault_server: str, tmp_path: Path) -> None:
     proc, url = start_web_ui(fault_server, tmp_path, "--web-login")
     try:
-        opener = urllib.request.build_opener(NoRedirect)
-        try:
-            resp = opener.open(url + "/slo/metrics", timeout=10)
-            code, body = resp.status, resp.read().decode()
-        except urllib.error.HTTPError as e:
-            code, body = e.code, ""
+        code, body = get_without_login(url + "/slo/metrics")
         assert code in (200, 302, 401) and "slogate_" not in body
     finally:
         proc.terminate()

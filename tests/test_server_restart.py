@@ -5,20 +5,18 @@ servers: never a negative hit rate, and the report says when the server restarte
 
 The server is this test's own (not the session's `vllm_server`, which other tests go on using)."""
 
-import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slogate.launch.installation import InstallError
-from slogate.launch.launcher import Launched, start, start_profile
-from slogate.launch.server import ServerProcess, free_port
+from slogate.launch.launcher import Launched, start
+from slogate.launch.server import ServerProcess
 from slogate.slo.gate.facts import from_utc_iso
 from slogate.slo.plugin.scraper import fetch
 
-from tests.conftest import LocustRun, run_locust
+from tests.conftest import LocustRun, run_locust, start_cpu_tiny
 
 pytestmark = pytest.mark.vllm
 
@@ -64,15 +62,7 @@ class RestartableServer:
 
 @pytest.fixture
 def own_vllm(tmp_path: Path) -> Iterator[RestartableServer]:
-    try:
-        launched = start_profile(
-            "cpu-tiny", "127.0.0.1", free_port(), install=False, validate=False, log_path=tmp_path / "server.log"
-        )
-    except InstallError as e:
-        if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
-            pytest.fail(f"vLLM required but not available: {e}")
-        pytest.skip(f"vLLM not installed ({e}); run `slogate setup-cpu`")
-    server = RestartableServer(launched, tmp_path)
+    server = RestartableServer(start_cpu_tiny(tmp_path / "server.log"), tmp_path)
     try:
         yield server
     finally:
