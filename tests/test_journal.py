@@ -246,7 +246,10 @@ def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_serve
     (tmp_path / "slo.yaml").write_text(SLO)
     report_dir = tmp_path / "report"
     argv = [sys.executable, "-m", "slogate.cli", "run", "--host", url, "--slo-file", str(tmp_path / "slo.yaml")]
-    argv += ["--report-dir", str(report_dir), "--", "-u", "2", "-r", "2", "-t", "60s", "--model", "ttft_ms=20,tokens=2"]
+    # Busy users (1 ms answers): the signal mostly lands while a user's greenlet runs, where a
+    # KeyboardInterrupt raised in place would print a traceback before reaching Locust.
+    argv += ["--report-dir", str(report_dir), "--", "-u", "30", "-r", "30", "-t", "60s"]
+    argv += ["--model", "ttft_ms=1,tokens=2"]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while proc.poll() is None and journal_span_s(report_dir) < 4:

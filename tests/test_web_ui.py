@@ -4,6 +4,7 @@ The browser test writes its screenshots under pytest's tmp_path (and test-artifa
 `SLOGATE_UPDATE_DOCS=1` it also regenerates the README's docs/web-ui-tab.png. Tests never write
 tracked files otherwise."""
 
+import http.client
 import json
 import os
 import shutil
@@ -35,8 +36,8 @@ def get(url: str, post: bool = False) -> tuple[int, str]:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, ""
-    except urllib.error.URLError:
-        return 0, ""  # not listening yet
+    except (urllib.error.URLError, ConnectionError, http.client.HTTPException):
+        return 0, ""  # not listening (yet, or any more: a process quitting resets the connection)
 
 
 def start_web_ui(host: str, tmp: Path, *extra: str) -> tuple[subprocess.Popen, str]:

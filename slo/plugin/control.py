@@ -99,10 +99,12 @@ def watch_signals(gate: Gate) -> None:
         if not callable(previous):
             return
         hub = gevent.get_hub()
-        if greenlet.getcurrent() is hub:
-            # Raised in the hub, the KeyboardInterrupt would reach the main greenlet all the same,
-            # after gevent printed it as a crash: deliver it there directly instead.
-            hub.loop.run_callback(hub.parent.throw, KeyboardInterrupt)
+        main = hub.parent
+        if greenlet.getcurrent() is not main:
+            # The signal lands in whichever greenlet runs (the hub, a user's): raised there, the
+            # KeyboardInterrupt kills that greenlet with a printed traceback before gevent passes
+            # it on to the main greenlet, where Locust shuts down on it. Deliver it there directly.
+            hub.loop.run_callback(main.throw, KeyboardInterrupt)
             return
         previous(signum, frame)
 
