@@ -74,7 +74,7 @@ def test_compare_shows_the_prefix_caching_effect_on_real_vllm(tmp_path: Path) ->
         [
             sys.executable, "-m", "slogate.cli", "compare",
             str(tmp_path / "no-cache.yaml"), str(tmp_path / "cache.yaml"),
-            "--out", str(out), "--port", str(free_port()), "--run-time", "15s",
+            "--out", str(out), "--port", str(free_port()), "--run-time", "6s",
             "--", "--shared-prefix-tokens", "2000", "--shared-fraction", "0.5", "--slo-warmup-s", "1",
         ],
         capture_output=True, text=True, timeout=900,

@@ -165,15 +165,17 @@ def test_an_slo_only_the_end_can_judge_keeps_the_run_to_its_run_time(own_fault_s
         "slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 200}\n"
         "  - {name: tokens, metric: output_tokens_per_s, min: 1}\nmin_samples: 10\n",
     )
-    args = ["-u", "1", "--slo-file", str(slo), "--slo-stop-when-decided", "--arrival-rate", "20",
+    # 40 req/s: the p95 alone is decided in about 3 s (as the second run shows), well before 8 s.
+    args = ["-u", "1", "--slo-file", str(slo), "--slo-stop-when-decided", "--arrival-rate", "40",
             "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20"]  # fmt: skip
-    waited = locust_run(url, *args, "-t", "12s", locustfile="open-loop", timeout=60)
+    waited = locust_run(url, *args, "-t", "8s", locustfile="open-loop", timeout=60)
     assert waited.code == 0 and waited.report["run"]["stopped"]["reason"] == "run_time", waited.stderr[-2000:]
     assert "--slo-stop-when-decided: the run stops once every SLO is decided at 99% confidence" in waited.stderr
     assert "tokens cannot be decided before the end" in waited.stderr
     listed = locust_run(url, *args, "-t", "120s", "--slo-not-blocking", "tokens", locustfile="open-loop", timeout=150)
     assert listed.code == 0 and listed.report["run"]["stopped"]["reason"] == DECIDED, listed.stderr[-2000:]
     assert [o["state"] for o in listed.report["run"]["stopped"]["objectives"]] == ["pass", AT_END]
+    assert listed.report["run"]["stopped"]["after_s"] < 6  # so the first run, had it stopped, would have by 8 s
 
 
 @pytest.mark.parametrize(
