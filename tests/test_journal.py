@@ -238,6 +238,46 @@ def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server,
     assert report["metrics"]["all"]["requests"] >= 2
 
 
+# A Ctrl-C landing in a greenlet of its own (a user's, as in a busy run): what reaches the main
+# greenlet, where Locust waits for the run, and whether anything else saw it.
+SIGINT_IN_A_GREENLET = """
+import locust, os, signal, sys, time, types
+import gevent
+from slogate.slo.plugin.control import watch_signals
+gate = types.SimpleNamespace(signal=None, started_at=time.time(), ended_at=None, judged=sys.argv[1] == "judged")
+watch_signals(gate)
+def busy():
+    os.kill(os.getpid(), signal.SIGINT)
+    deadline = time.monotonic() + 1
+    while time.monotonic() < deadline:  # the handler runs in this greenlet
+        pass
+    return "finished"
+user = gevent.spawn(busy)
+try:
+    user.join()
+    gevent.sleep(0.5)
+    print("main not interrupted;", user.value, gate.signal)
+except KeyboardInterrupt:
+    print("main interrupted;", user.value, gate.signal)
+"""
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [("running", "main interrupted; finished SIGINT"), ("judged", "main not interrupted; finished None")],
+)
+def test_ctrl_c_in_a_users_greenlet_reaches_the_main_greenlet_only_while_the_run_goes(state, expected) -> None:
+    """While the run goes, the KeyboardInterrupt Locust shuts down on reaches the main greenlet and
+    no other (no traceback); while the report of an ended run is written, nothing is interrupted."""
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGINT_IN_A_GREENLET, state], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == expected, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
+    if state == "judged":
+        assert "the run has ended; writing its report (a second SIGINT exits now)" in proc.stderr
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_server, tmp_path: Path, signum) -> None:
     """`slogate run` is what users and the GitHub Action call: a signal to it reaches Locust once,

@@ -73,40 +73,54 @@ def end_gracefully(runner: Any) -> None:
 def watch_signals(gate: Gate) -> None:
     """SIGTERM (a cancelled CI job, `timeout`, an evicted pod) or SIGINT (Ctrl-C) before the run's
     end: recorded, so the report says the run was interrupted (inconclusive, or a fail already
-    certain; slo/gate/judge.py) while Locust shuts down as it always does and writes it. A second
-    signal ends the process at once (exit 143 or 130, as shells expect).
+    certain; slo/gate/judge.py) while Locust shuts down as it always does and writes it. A Ctrl-C
+    while Locust writes the report of a run that has ended lets it finish. A second signal ends
+    the process at once (exit 143 or 130, as shells expect).
 
     SIGTERM: a gevent watcher, run before Locust's own (registered after this one). SIGINT: a
-    Python handler that then calls the one it replaced, which raises the KeyboardInterrupt Locust
-    shuts down on (a gevent watcher would replace that)."""
+    Python handler in place of the default one, raising the KeyboardInterrupt Locust shuts down on
+    in the main greenlet, where Locust waits for the run (a gevent watcher would replace that)."""
+    late: list[str] = []  # a signal while the report of an ended run is written
 
-    def interrupted(name: str) -> None:
-        if gate.signal is not None:
+    def interrupted(name: str) -> bool:
+        """Record the signal; True when Locust is to shut down on it, False when it already does."""
+        if gate.signal is not None or late:
             sys.stderr.write(f"slogate: second {name}: exiting now; `slogate judge` judges the run's journal\n")
             with contextlib.suppress(Exception):  # whatever happens, the process exits now
                 flush_journal(gate, block=True)
             os._exit(INTERRUPT_EXITS[name])
-        if gate.started_at is not None and not gate.judged:
+        if gate.judged:
+            late.append(name)
+            log.warning("slogate: %s: the run has ended; writing its report (a second %s exits now)", name, name)
+            return False
+        if gate.started_at is not None:
             gate.signal = name
             gate.ended_at = gate.ended_at or time.time()
             log.warning("slogate: %s: the run is interrupted; writing the report (a second %s exits now)", name, name)
+        return True
 
     gevent.signal_handler(signal.SIGTERM, interrupted, "SIGTERM")
     previous = signal.getsignal(signal.SIGINT)
+    hub = gevent.get_hub()
+    main = hub.parent
+
+    def interrupt_main() -> None:
+        if not gate.judged:  # Locust still waits for the run, not already writing its report
+            main.throw(KeyboardInterrupt)
 
     def on_sigint(signum: int, frame: Any) -> None:
-        interrupted("SIGINT")
-        if not callable(previous):
+        if not interrupted("SIGINT"):
             return
-        hub = gevent.get_hub()
-        main = hub.parent
-        if greenlet.getcurrent() is not main:
-            # The signal lands in whichever greenlet runs (the hub, a user's): raised there, the
-            # KeyboardInterrupt kills that greenlet with a printed traceback before gevent passes
-            # it on to the main greenlet, where Locust shuts down on it. Deliver it there directly.
-            hub.loop.run_callback(main.throw, KeyboardInterrupt)
+        if previous is not signal.default_int_handler:
+            if callable(previous):
+                previous(signum, frame)
             return
-        previous(signum, frame)
+        if greenlet.getcurrent() is main:
+            raise KeyboardInterrupt
+        # The signal lands in whichever greenlet runs (the hub, a user's): raised there, the
+        # KeyboardInterrupt kills that greenlet with a printed traceback before gevent passes it on
+        # to the main greenlet. Deliver it there directly, from the hub's loop.
+        hub.loop.run_callback(interrupt_main)
 
     signal.signal(signal.SIGINT, on_sigint)
 
