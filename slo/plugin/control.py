@@ -80,17 +80,18 @@ def watch_signals(gate: Gate) -> None:
     SIGTERM: a gevent watcher, run before Locust's own (registered after this one). SIGINT: a
     Python handler in place of the default one, raising the KeyboardInterrupt Locust shuts down on
     in the main greenlet, where Locust waits for the run (a gevent watcher would replace that)."""
-    late: list[str] = []  # a signal while the report of an ended run is written
+    signalled_while_writing = False  # a signal came while the report of an ended run was written
 
     def interrupted(name: str) -> bool:
         """Record the signal; True when Locust is to shut down on it, False when it already does."""
-        if gate.signal is not None or late:
+        nonlocal signalled_while_writing
+        if gate.signal is not None or signalled_while_writing:
             sys.stderr.write(f"slogate: second {name}: exiting now; `slogate judge` judges the run's journal\n")
             with contextlib.suppress(Exception):  # whatever happens, the process exits now
                 flush_journal(gate, block=True)
             os._exit(INTERRUPT_EXITS[name])
         if gate.judged:
-            late.append(name)
+            signalled_while_writing = True
             log.warning("slogate: %s: the run has ended; writing its report (a second %s exits now)", name, name)
             return False
         if gate.started_at is not None:
