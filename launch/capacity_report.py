@@ -27,6 +27,11 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _row(cells: list[str]) -> str:
+    """A Markdown table row: as many cells as the header, whatever the steps measured."""
+    return "| " + " | ".join(cells) + " |"
+
+
 def render_markdown(result: CapacityResult, title: str = "", min_capacity: float | None = None) -> str:
     cap, first_fail, unit = result.capacity_rps, result.first_failing_rps, result.rate_unit
     lines = [f"## slogate capacity{': ' + title if title else ''}", ""]
@@ -40,20 +45,15 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
         word = {exitcodes.PASS: "met", exitcodes.FAIL: "NOT met"}.get(code, "undecided")
         lines.append(f"`--min-capacity {min_capacity:g}`: {word} (exit {code}).")
     classes = list(dict.fromkeys(cls for s in result.steps for cls in s.ttft_p95_ms))
-    lines += [
-        "",
-        f"| step | rate {unit} | verdict | achieved req/s | "
-        + " | ".join(f"TTFT p95 {c}" for c in classes)
-        + " | goodput req/s | goodput | prefix-cache hit | wall s |",
-        "|---" * (8 + len(classes)) + "|",
-    ]
+    header = ["step", f"rate {unit}", "verdict", "achieved req/s", *(f"TTFT p95 {c}" for c in classes)]
+    header += ["goodput req/s", "goodput", "prefix-cache hit", "wall s"]
+    lines += ["", _row(header), "|---" * len(header) + "|"]
     for i, s in enumerate(result.steps, 1):
         verdict = s.verdict + stop_note(s) + (" (retried)" if s.attempts > 1 else "")
-        ttfts = " | ".join(_fmt(s.ttft_p95_ms.get(c)) for c in classes)
-        lines.append(
-            f"| {i} | {s.rate_rps:g} | {verdict} | {_fmt(s.achieved_rps, 2)} | {ttfts} | {_fmt(s.goodput_rps, 2)} | "
-            f"{_fmt(s.goodput_fraction, 3)} | {_fmt(s.server.get('prefix_cache_hit_rate'), 3)} | {s.wall_s:.0f} |"
-        )
+        ttfts = [_fmt(s.ttft_p95_ms.get(c)) for c in classes]
+        server = _fmt(s.server.get("prefix_cache_hit_rate"), 3)
+        cells = [str(i), f"{s.rate_rps:g}", verdict, _fmt(s.achieved_rps, 2), *ttfts, _fmt(s.goodput_rps, 2)]
+        lines.append(_row([*cells, _fmt(s.goodput_fraction, 3), server, f"{s.wall_s:.0f}"]))
     offered = "new conversations offered" if unit == "conv/s" else "rates offered"
     lines += ["", f"TTFT in ms, nearest-rank p95 per class; {offered} open loop (all users together)."]
     return "\n".join(lines) + "\n"
@@ -91,7 +91,8 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
         )
     ax.set_xlabel(f"offered rate ({result.rate_unit})")
     ax.set_ylabel("TTFT p95 (ms, log scale); dashed: target")
-    ax.set_yscale("log")
+    if ax.has_data():  # no step measured a TTFT (every request failed): nothing to scale
+        ax.set_yscale("log")
     ax.grid(alpha=0.3)
     goodput = [(s.rate_rps, s.goodput_rps) for s in steps if s.goodput_rps is not None]
     if goodput:
@@ -99,7 +100,8 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
         ax2.plot([g[0] for g in goodput], [g[1] for g in goodput], color="grey", marker="s", label="goodput")
         ax2.set_ylabel("goodput (req/s)")
         ax2.legend(loc="lower right")
-    ax.legend(loc="upper left")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left")
     ax.set_title(f"Capacity at the SLO{': ' + title if title else ''}")
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -3,7 +3,8 @@
     locust -f locustfiles/chat.py --host http://127.0.0.1:8011 --headless -u 2 -t 60s \
         --slo-file slo/defaults/demo.yaml --slo-report-dir slogate-report
 
-Workload options: `locust -f locustfiles/chat.py --help` (section "Custom options").
+Workload and gate options: `slogate run -- --help` (Locust's own `--help` cannot list them: it prints
+before importing the locustfile, locustio/locust#2917).
 """
 
 import slogate.slo.plugin  # noqa: F401  (registers the SLO options and the gate)

@@ -158,6 +158,7 @@ def test_a_run_past_its_slo_stops_early_with_exit_1(
     report = run.report
     assert run.code == 1 and report["verdict"] == "fail", run.stderr[-2000:]
     assert report["run"]["workers_complete"] == report["run"]["workers"]  # a master stops gracefully
+    assert report["run"]["users"] == int(users[users.index("-u") + 1])  # counted while they ran, not after
     assert report["run"]["aborted"]["objective"] == "ttft-p95"
     assert report["run"]["duration_s"] < 30  # stopped long before its 60 s
     assert report["reasons"][0].startswith("aborted after")
@@ -167,7 +168,7 @@ def test_a_run_past_its_slo_stops_early_with_exit_1(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--slo-file", "SLO", "--slo-window-s", "0"], "--slo-window-s: must be > 0"),
+        (["--slo-file", "SLO", "--slo-window-s", "0"], "--slo-window-s 0: must be > 0"),
         ([], "--slo-abort-on-fail judges the SLO file's objectives: give --slo-file"),  # else it would do nothing
     ],
 )

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.report import Report, RunInfo
 from slogate.slo.gate.spec import parse_spec
 
-import slogate.cli as cli
+import slogate.commands.capacity as command
 from slogate.cli import main
 
 SPEC = parse_spec(
@@ -147,6 +148,17 @@ def test_with_conversations_the_rate_is_new_conversations_per_second(tmp_path: P
     assert f"| p | {result.capacity_rps:.3f} conv/s |" in summary
 
 
+@pytest.mark.parametrize("measured", [True, False], ids=["ttft", "no-ttft"])
+def test_every_row_has_a_cell_per_column_and_the_chart_no_warning(measured: bool, tmp_path: Path, recwarn) -> None:
+    result = search(FakeServer(20.0), SearchSettings(rate_start=5, step_s=4), tmp_path)
+    if not measured:  # every request failed (a host without a scheme did that): no class has a TTFT
+        result.steps = [replace(s, ttft_p95_ms={}, goodput_rps=None, verdict="fail") for s in result.steps]
+    paths = write_capacity(result, tmp_path / "out")
+    rows = [line for line in paths["markdown"].read_text().splitlines() if line.startswith("|")]
+    assert len(rows) == len(result.steps) + 2 and len({row.count("|") for row in rows}) == 1, rows
+    assert paths["png"] is not None and not [w for w in recwarn if issubclass(w.category, UserWarning)]
+
+
 def test_several_profiles_get_one_summary_and_the_worst_exit_code(tmp_path: Path) -> None:
     settings = SearchSettings(rate_start=5, step_s=4)
     results = {
@@ -196,11 +208,11 @@ def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_sti
 
         return step
 
-    monkeypatch.setattr(cli, "load_profile", lambda name: type("P", (), {"name": name})())
-    monkeypatch.setattr(cli.launcher, "locate_vllm", lambda profile, install: None)
-    monkeypatch.setattr(cli, "validate", lambda vllm, *profiles: "(faked)")
-    monkeypatch.setattr(cli.launcher, "start_profile", start_profile)
-    monkeypatch.setattr(cli.capacity, "locust_step", locust_step)
+    monkeypatch.setattr(command, "load_profile", lambda name: type("P", (), {"name": name})())
+    monkeypatch.setattr(command.launcher, "locate_vllm", lambda profile, install: None)
+    monkeypatch.setattr(command, "validate", lambda vllm, *profiles: "(faked)")
+    monkeypatch.setattr(command.launcher, "start_profile", start_profile)
+    monkeypatch.setattr(command.capacity, "locust_step", locust_step)
     slo = tmp_path / "slo.yaml"
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
     out = tmp_path / "out"
@@ -242,11 +254,11 @@ class Launched:
 
 def fake_profiles(monkeypatch: pytest.MonkeyPatch, steps: dict[str, RunStep]) -> None:
     """`slogate capacity --profile NAME` without vLLM: a profile's server is its name, searched with `steps[name]`."""
-    monkeypatch.setattr(cli, "load_profile", lambda name: type("P", (), {"name": name})())
-    monkeypatch.setattr(cli.launcher, "locate_vllm", lambda profile, install: None)
-    monkeypatch.setattr(cli, "validate", lambda vllm, *profiles: "(faked)")
-    monkeypatch.setattr(cli.launcher, "start_profile", lambda profile, *a, **kw: Launched(profile.name))
-    monkeypatch.setattr(cli.capacity, "locust_step", lambda url, **kw: steps[url])
+    monkeypatch.setattr(command, "load_profile", lambda name: type("P", (), {"name": name})())
+    monkeypatch.setattr(command.launcher, "locate_vllm", lambda profile, install: None)
+    monkeypatch.setattr(command, "validate", lambda vllm, *profiles: "(faked)")
+    monkeypatch.setattr(command.launcher, "start_profile", lambda profile, *a, **kw: Launched(profile.name))
+    monkeypatch.setattr(command.capacity, "locust_step", lambda url, **kw: steps[url])
 
 
 def test_options_a_search_refuses_mark_the_later_profiles_not_run(
@@ -283,7 +295,7 @@ def test_a_host_search_stopped_by_a_lost_report_exits_with_what_its_steps_proved
     def dies_at_the_second_step(rate: float, step_s: float, report_dir: Path) -> Report:
         return read_report(report_dir) if server.calls else server(rate, step_s, report_dir)
 
-    monkeypatch.setattr(cli.capacity, "locust_step", lambda url, **kw: dies_at_the_second_step)
+    monkeypatch.setattr(command.capacity, "locust_step", lambda url, **kw: dies_at_the_second_step)
     slo = tmp_path / "slo.yaml"
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
     out = tmp_path / "out"

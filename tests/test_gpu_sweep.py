@@ -17,6 +17,7 @@ spec = importlib.util.spec_from_file_location("gpu_sweep", ROOT / "benchmarks" /
 assert spec is not None and spec.loader is not None
 sweep = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sweep)
+import sweep_report  # noqa: E402  (on sys.path once sweep.py is loaded: it puts benchmarks/gpu/ there)
 
 SLO = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200}], "min_samples": 10})
 
@@ -79,7 +80,7 @@ def test_the_tables_show_each_profile_its_runs_and_its_capacity() -> None:
     closed = {"kind": "closed", "rate": None, "users": 16, "summary": summary(900)}
     found = {"capacity_rps": 13.0, "first_failing_rps": 14.0, "steps_run": 5, "decided": True}
     sweeps = {"h200-tuned": {"runs": [run, closed], "capacity": found, "vllm_version": "0.20", "healthy_after_s": 91}}
-    text = sweep.render(sweeps)
+    text = sweep_report.render(sweeps)
     assert "| h200-tuned | 8 | 100 |" in text and "| 0.40 | pass |" in text
     assert "| h200-tuned | 16 | 100 |" in text  # the closed-loop row
     assert "| h200-tuned | **13 req/s** | 14 req/s | 5 | True | vLLM 0.20 | 91 s |" in text
@@ -96,5 +97,5 @@ def test_the_chart_is_drawn_with_or_without_a_ttft_target(tmp_path: Path) -> Non
     run = {"kind": "sweep", "rate": 8.0, "users": None, "summary": {**summary(150), "shared": summary(120)["all"]}}
     sweeps = {"h200-tuned": {"runs": [run]}}
     for target in (200.0, None):
-        png = sweep.plot(sweeps, target, tmp_path / f"chart-{target}.png")
+        png = sweep_report.plot(sweeps, target, tmp_path / f"chart-{target}.png")
         assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

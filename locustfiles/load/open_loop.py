@@ -31,14 +31,16 @@ from slogate.locustfiles.load.workload import ChatRequest
 from slogate.slo.gate.facts import OpenLoopFacts, WorkloadFacts
 from slogate.slo.gate.record import ErrorKind, RequestRecord
 from slogate.slo.plugin.listener import report_record
+from slogate.slo.plugin.parser import group
 
 
 @events.init_command_line_parser.add_listener
 def _add_arguments(parser: Any) -> None:
-    parser.add_argument("--arrival-rate", type=float, default=1.0, help="Requests per second per user (open loop)")
-    parser.add_argument("--arrival-process", choices=PROCESSES, default="poisson", help="Gaps between sends")
-    parser.add_argument("--burstiness", type=float, default=1.0, help="Gamma shape: < 1 burstier, 1 Poisson")
-    parser.add_argument("--max-in-flight", type=int, default=64, help="Requests in flight per user before dropping")
+    arrivals = group(parser, "slogate: open loop (arrivals)")
+    arrivals("--arrival-rate", type=float, default=1.0, help="Requests per second per user (open loop)")
+    arrivals("--arrival-process", choices=PROCESSES, default="poisson", help="Gaps between sends")
+    arrivals("--burstiness", type=float, default=1.0, help="Gamma shape: < 1 burstier, 1 Poisson")
+    arrivals("--max-in-flight", type=int, default=64, help="Requests in flight per user before dropping")
 
 
 # gevent's timers fire up to a millisecond late (the event loop waits in epoll, whose timeout is

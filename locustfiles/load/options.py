@@ -1,5 +1,6 @@
-"""The workload's Locust options (command line, `locust.conf`, web UI form) and the per-process
-workload built from them. Secrets are never options: the API key comes from the environment only,
+"""The workload's Locust options (command line, `locust.conf`, web UI form; in three groups of the
+help: prompts and requests, conversations, datasets and traces) and the per-process workload built
+from them. Secrets are never options: the API key comes from the environment only,
 credentials in the --host URL become a header (slo/plugin/target.py)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from slogate.slo.gate.judge import UnknownClass, check_classes
 from slogate.slo.plugin import target
 from slogate.slo.plugin.control import usage_exit
 from slogate.slo.plugin.gate import gate_for
+from slogate.slo.plugin.parser import group
 
 log = logging.getLogger("slogate.workload")
 
@@ -25,36 +27,29 @@ log = logging.getLogger("slogate.workload")
 @events.init_command_line_parser.add_listener
 def _add_arguments(parser: Any) -> None:
     d = WorkloadConfig()
-    parser.add_argument(
-        "--shared-prefixes", type=int, default=d.shared_prefixes, help="How many distinct shared system prompts"
-    )
-    parser.add_argument(
-        "--shared-prefix-tokens", type=int, default=d.shared_prefix_tokens, help="Tokens in each shared prefix"
-    )
-    parser.add_argument(
+    prompts = group(parser, "slogate: the workload (prompts and requests)")
+    conversations = group(parser, "slogate: conversations")
+    replay_files = group(parser, "slogate: datasets and traces")
+    prompts("--shared-prefixes", type=int, default=d.shared_prefixes, help="How many distinct shared system prompts")
+    prompts("--shared-prefix-tokens", type=int, default=d.shared_prefix_tokens, help="Tokens in each shared prefix")
+    prompts(
         "--shared-fraction", type=float, default=d.shared_fraction, help="Fraction of requests with a shared prefix"
     )
-    parser.add_argument(
-        "--unique-prefix-tokens", type=int, default=-1, help="Tokens in a unique prefix (-1: same as shared)"
-    )
-    parser.add_argument(
-        "--user-message-tokens", type=int, default=d.user_message_tokens, help="Tokens in each user message"
-    )
-    parser.add_argument("--max-tokens", type=int, default=d.max_tokens, help="max_tokens per request")
-    parser.add_argument("--temperature", type=float, default=d.temperature, help="Sampling temperature")
-    parser.add_argument("--model", type=str, default="", help="Model name (default: first id from /v1/models)")
-    parser.add_argument("--seed", type=int, default=d.seed, help="Seed for prompts: same seed, same prompts")
-    parser.add_argument(
-        "--ignore-eos", action="store_true", help="Send ignore_eos (vLLM): every answer is max_tokens long"
-    )
-    parser.add_argument(
+    prompts("--unique-prefix-tokens", type=int, default=-1, help="Tokens in a unique prefix (-1: same as shared)")
+    prompts("--user-message-tokens", type=int, default=d.user_message_tokens, help="Tokens in each user message")
+    prompts("--max-tokens", type=int, default=d.max_tokens, help="max_tokens per request")
+    prompts("--temperature", type=float, default=d.temperature, help="Sampling temperature")
+    prompts("--model", type=str, default="", help="Model name (default: first id from /v1/models)")
+    prompts("--seed", type=int, default=d.seed, help="Seed for prompts: same seed, same prompts")
+    prompts("--ignore-eos", action="store_true", help="Send ignore_eos (vLLM): every answer is max_tokens long")
+    prompts(
         "--request-timeout",
         type=float,
         default=d.request_timeout_s,
         help="Seconds a request may take in all, from its send to its last byte (total, not between bytes: a "
         "server that stalls or trickles a byte at a time fails as `timeout`); raise it for long answers",
     )
-    parser.add_argument(
+    prompts(
         "--ca-bundle",
         type=str,
         default="",
@@ -62,50 +57,46 @@ def _add_arguments(parser: Any) -> None:
         help="Verify an https target's certificate against the CAs in this PEM file (streams, model discovery, "
         "/tokenize, /metrics); default: the system's CAs (SSL_CERT_FILE honoured)",
     )
-    parser.add_argument(
-        "--no-prime-prefixes", action="store_true", help="Do not send each shared prefix once before measuring"
-    )
-    parser.add_argument(
+    prompts("--no-prime-prefixes", action="store_true", help="Do not send each shared prefix once before measuring")
+    prompts(
         "--prompt-nonce",
         type=str,
         default="",
         help="Reproduce a run's exact prompts (its report's run.workload.prompt_nonce); "
         "default: a new one per run, so unique prompts never repeat across runs",
     )
-    parser.add_argument(
+    prompts(
         "--endpoint",
         type=str,
         default=d.endpoint,
         help=f"The API to stream from: {', '.join(ENDPOINTS)}",
     )
-    parser.add_argument(
+    conversations(
         "--turns",
         type=str,
         default="1",
         help="Turns per conversation, N or A-B (uniform per conversation); each later turn resends the "
         "conversation so far, the streamed answer and a new user message",
     )
-    parser.add_argument(
+    conversations(
         "--think-time-s",
         type=str,
         default="0",
         help="Seconds between a turn's answer and the next turn, X or A-B (uniform)",
     )
-    parser.add_argument(
+    replay_files(
         "--dataset",
         type=str,
         default="",
         help="Send requests from this file: JSONL of OpenAI chat requests or ShareGPT JSON (sampled with --seed)",
     )
-    parser.add_argument(
+    replay_files(
         "--trace", type=str, default="", help="Replay this Mooncake JSONL trace open loop (locustfiles/chat_trace.py)"
     )
-    parser.add_argument(
-        "--trace-block-tokens", type=int, default=trace.DEFAULT_BLOCK_TOKENS, help="Tokens per hash_ids block"
-    )
-    parser.add_argument("--trace-speedup", type=float, default=1.0, help="Replay the trace this many times faster")
-    parser.add_argument("--trace-start-s", type=float, default=0.0, help="Start this far into the trace")
-    parser.add_argument("--trace-limit", type=int, default=0, help="Send at most this many requests (0: all)")
+    replay_files("--trace-block-tokens", type=int, default=trace.DEFAULT_BLOCK_TOKENS, help="Tokens per hash_ids block")
+    replay_files("--trace-speedup", type=float, default=1.0, help="Replay the trace this many times faster")
+    replay_files("--trace-start-s", type=float, default=0.0, help="Start this far into the trace")
+    replay_files("--trace-limit", type=int, default=0, help="Send at most this many requests (0: all)")
 
 
 @events.init.add_listener

@@ -9,11 +9,14 @@ from typing import Any
 
 from locust import LoadTestShape, events
 from locust.util.timespan import parse_timespan
+from slogate.slo.plugin.parser import group
 
 
 @events.init_command_line_parser.add_listener
 def _add_arguments(parser: Any) -> None:
-    parser.add_argument("--stages", type=str, default="", help='Ramp stages "DURATION:USERS,...", e.g. "30s:1,60s:4"')
+    group(parser, "slogate: stages")(
+        "--stages", type=str, default="", help='Ramp stages "DURATION:USERS,...", e.g. "30s:1,60s:4"'
+    )
 
 
 def parse_stages(text: str) -> list[tuple[float, int]]:

@@ -1,0 +1,122 @@
+"""`slogate capacity`: the highest open-loop rate at which every SLO holds, against --host or
+each --profile launched in turn (docs/capacity.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from slogate.arguments import LOCUST_ARGS_HELP, LOCUST_ARGS_USAGE, fail, port_number
+from slogate.commands.common import DEMO_CONF, add_report_dir, guarded, report_launch_error, say
+from slogate.launch import capacity, launcher
+from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, write_error
+from slogate.launch.knee import DEFAULT_RATE_MAX, CapacityInputError, SearchSettings, outcome_exit_code
+from slogate.launch.profile import load_profile
+from slogate.launch.validate import validate
+from slogate.slo.gate import exitcodes
+from slogate.slo.gate.option_values import OptionError, check_host
+from slogate.slo.gate.spec import SloSpecError, load_spec
+
+
+def capacity_settings(args: argparse.Namespace) -> SearchSettings:
+    """The search's settings from the options; CapacityInputError (one line) for bad ones."""
+    if bool(args.host) == bool(args.profile):
+        raise CapacityInputError("give either --host URL or --profile P (repeatable), not both or neither")
+    if not args.slo_file:
+        raise CapacityInputError("--slo-file: required (the SLOs define the capacity)")
+    if args.host:
+        try:
+            check_host(args.host)
+        except OptionError as e:
+            raise CapacityInputError(str(e)) from None
+    if args.min_capacity is not None and not args.min_capacity > 0:
+        raise CapacityInputError(f"--min-capacity: must be a rate > 0 requests/s, got {args.min_capacity:g}")
+    if not args.warmup_s >= 0:
+        raise CapacityInputError(f"--warmup-s: must be >= 0, got {args.warmup_s:g}")
+    try:
+        load_spec(args.slo_file)
+    except SloSpecError as e:
+        raise CapacityInputError(str(e)) from None
+    capacity.refuse_step_options(args.locust_args)
+    settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps, args.rate_max)
+    settings.check()
+    return settings
+
+
+def show(text: str) -> None:
+    print(text, flush=True)
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    """The knee at the SLO against --host, or against each --profile launched in turn."""
+    out = Path(args.report_dir)
+    try:
+        settings = capacity_settings(args)
+    except CapacityInputError as e:
+        write_error(out, e)
+        return fail(str(e), exitcodes.USAGE)
+    options = capacity.StepOptions(
+        args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, early_stop=args.early_stop
+    )
+
+    def run() -> int:
+        if args.host:
+            result = capacity.search_target("", args.host, out, settings, options, args.min_capacity, say, show)
+            return result.exit_code(args.min_capacity)
+        try:
+            profiles = [load_profile(name) for name in args.profile]
+            vllm = launcher.locate_vllm(profiles[0], install=True)
+            say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
+        except tuple(launcher.LAUNCH_ERRORS) as e:  # before any profile runs: capacity.json says why
+            write_error(out, CapacityInputError(str(e), launcher.launch_exit_code(e)))
+            raise
+        code = capacity.search_profiles(
+            profiles, args.port, out, settings, options, args.min_capacity, say, show, report_launch_error
+        )
+        say(f"capacity in {out}/ ({JSON_NAME}, {MARKDOWN_NAME}, one folder per profile)")
+        return code
+
+    try:
+        return guarded(run)
+    except CapacityInputError as e:  # --host: written in --out
+        code = outcome_exit_code(e, args.min_capacity)
+        proven = {exitcodes.PASS: "at least", exitcodes.FAIL: "below"}.get(code) if code != e.exit_code else None
+        return fail(f"{e}; the steps before it put the capacity {proven} --min-capacity" if proven else str(e), code)
+
+
+def register(sub: Any) -> None:
+    """`slogate capacity`."""
+    p = sub.add_parser(
+        "capacity",
+        help="open-loop rate search for the highest rate with every SLO met (docs/capacity.md)",
+        usage=LOCUST_ARGS_USAGE.format(command="capacity"),
+        description=LOCUST_ARGS_HELP.format(command="capacity"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--host", help="base URL of a running server")
+    p.add_argument("--profile", action="append", help="a profile to launch and search (repeatable)")
+    p.add_argument("--slo-file", help="the SLOs every step is judged on (required)")
+    p.add_argument("--rate-start", type=float, default=1.0, help="requests/s of the first step (default 1)")
+    p.add_argument("--precision", type=float, default=0.1, help="bracket width to stop at, relative (default 0.1)")
+    p.add_argument("--warmup-s", type=float, default=5.0, help="seconds per step not judged (default 5)")
+    p.add_argument("--step-s", type=float, default=30.0, help="seconds measured per step (default 30)")
+    p.add_argument("--max-steps", type=int, default=12, help="steps at most (default 12)")
+    p.add_argument(
+        "--rate-max",
+        type=float,
+        default=DEFAULT_RATE_MAX,
+        help=f"the highest rate a step offers (default {DEFAULT_RATE_MAX:g} req/s, what one load process reads "
+        "exactly): a search that passes it stops there, capacity at least that",
+    )
+    p.add_argument("--min-capacity", type=float, help="exit 1 when the capacity is below this rate (req/s)")
+    p.add_argument(
+        "--no-early-stop",
+        dest="early_stop",
+        action="store_false",
+        help="run every step for its whole --step-s (default: a step ends as soon as its verdict is certain)",
+    )
+    add_report_dir(p, "slogate-capacity")
+    p.add_argument("--port", type=port_number, default=8011, help="port for launched profiles")
+    p.add_argument("--config", help="a locust.conf for the workload (default: the embedded demo.conf)")
+    p.set_defaults(func=cmd_capacity)
