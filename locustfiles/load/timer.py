@@ -44,8 +44,9 @@ class StreamTimer:
         self.answer = []
 
     def sent(self, now: float) -> None:
-        """Restart the clock as the request leaves, for clients (the openai SDK) that spend
-        milliseconds preparing it after the timer was started."""
+        """Restart the clock as the request leaves: for clients (the openai SDK) that spend
+        milliseconds preparing it after the timer was started, and for a request resent because
+        the server had closed its kept-alive connection (the first send never reached it)."""
         self._t0 = now
 
     def token(self, now: float, text: str | None = None) -> None:

@@ -12,6 +12,16 @@ Every request is bounded (locustfiles/load/bounds.py): `--request-timeout` in al
 server trickles, and its lines to `sse.MAX_LINE_BYTES`. An https target's certificate is verified
 against the process's one TLS context (`target.tls_context`, --ca-bundle); a handshake that fails
 is `tls`, and a 200 whose Content-Type is not `text/event-stream` is `protocol`.
+
+A server closes a kept-alive connection that idled past its limit (uvicorn, so vLLM and SGLang:
+5 s), and a request sent on it at that moment meets a closed connection: it never reached the
+application. `KeptAlivePool` (locustfiles/load/connections.py) keeps that from failing a healthy
+run: the client closes a connection idle for `KEEPALIVE_EXPIRY_S` itself, before the server's
+limit (as browsers and httpx do), and a request whose connection had idled in the pool for
+`IDLE_CLOSE_MIN_S` or more and closed before any byte of an answer came is sent once more on a new
+connection (a `RETRIED <class>` row in Locust's table, never a failure). A close on a new
+connection, on one in continuous use (an idle close meets only an idle connection) or after any
+byte of the answer is the server's failure, and counts.
 """
 
 from __future__ import annotations
@@ -27,10 +37,11 @@ from urllib.parse import urlsplit
 
 import gevent
 from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPParseError
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from locust import User, constant, task
 from slogate.locustfiles.load import options
 from slogate.locustfiles.load.bounds import RequestDeadline, bound_lines, deadline
+from slogate.locustfiles.load.connections import KeptAlivePool
 from slogate.locustfiles.load.rx_timestamps import TimestampedSocket, timestamped_socket
 from slogate.locustfiles.load.server import TargetError
 from slogate.locustfiles.load.sse import (
@@ -51,6 +62,10 @@ from slogate.slo.plugin.listener import report_record
 
 _user_numbers = itertools.count()
 UNREACHABLE_BACKOFF_S = 0.1  # a closed-loop user's pause after a request that could not connect
+# Servers' idle limits are a second or more (uvicorn's option takes whole seconds, gunicorn's is
+# 2 s): a connection that idled less than this was not closed for idling.
+IDLE_CLOSE_MIN_S = 0.5
+RETRIED_TYPE = "RETRIED"  # Locust's table: requests resent after a keep-alive close, not failures
 
 
 class ChatUser(User):
@@ -141,6 +156,10 @@ class SseChatUser(ChatUser):
 
     abstract = True
     concurrency = 1  # connections; the open-loop user needs one per request in flight
+    # TTFT runs from just before the request is sent, and the send that counts is the one that
+    # reached the server: a closed-loop user's resend (`_post`) restarts the clock. An open-loop
+    # request's clock runs from its scheduled time, whatever delays its send (send lag, a resend).
+    resend_restarts_clock = False
 
     def on_start(self) -> None:
         super().on_start()
@@ -161,6 +180,7 @@ class SseChatUser(ChatUser):
         )
         # Every connection stamps its reads with the kernel's arrival time (rx_timestamps).
         self.http._connection_pool._create_tcp_socket = timestamped_socket
+        self.connections = KeptAlivePool(self.http._connection_pool)
         self.endpoint = self.workload.endpoint
         self.path = url.path.rstrip("/") + self.endpoint.path
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **self.auth_headers}
@@ -170,9 +190,36 @@ class SseChatUser(ChatUser):
         if http is not None:
             http.close()
 
+    def _post(self, body: bytes, timer: StreamTimer) -> Any:
+        """POST `body` and return the response once its headers have come. When the server closed a
+        connection that had idled in the pool for `IDLE_CLOSE_MIN_S` or more before any byte of an
+        answer (`HTTPConnectionClosed`: end of stream or a reset before the status line, the send's
+        EPIPE included), it closed it for idling and the request never reached the application: it
+        goes once more on a new connection. geventhttpclient resends no POST."""
+        attempt = time.perf_counter()
+        try:
+            return self.http.request("POST", self.path, body=body, headers=self.headers)
+        except HTTPConnectionClosed:
+            idled_s = self.connections.idled_s
+            if idled_s is None or idled_s < IDLE_CLOSE_MIN_S:
+                raise  # a new connection, or one in continuous use, closed: the server's failure
+        now = time.perf_counter()
+        self.environment.events.request.fire(
+            request_type=RETRIED_TYPE,
+            name=timer.request_class,
+            response_time=(now - attempt) * 1000,  # the failed attempt's
+            response_length=0,
+            exception=None,
+            context={},
+        )
+        if self.resend_restarts_clock:
+            timer.sent(now)
+        self.connections.fresh()
+        return self.http.request("POST", self.path, body=body, headers=self.headers)
+
     def _stream(self, body: bytes, timer: StreamTimer) -> Any:
         try:
-            resp = self.http.request("POST", self.path, body=body, headers=self.headers)
+            resp = self._post(body, timer)
         except TimeoutError as e:
             return timer.fail(ErrorKind.TIMEOUT, f"no response: {_one_line(e)}", time.perf_counter())
         except (OSError, HTTPParseError) as e:
@@ -220,6 +267,8 @@ class SseChatUser(ChatUser):
 
 class ChatStreamUser(SseChatUser):
     """Closed loop: each user sends its next request when the previous one has ended."""
+
+    resend_restarts_clock = True
 
     @task
     def chat(self) -> None:
