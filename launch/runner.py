@@ -6,9 +6,12 @@ and the GPU sweep all go through here, so "start, load, stop, read the report" i
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
+import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -20,6 +23,25 @@ from slogate.slo.gate.report import Report, ReportError
 
 LOG_NAME = "locust.log"
 LOCAL_HOST = "127.0.0.1"  # where launched profiles listen
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def dies_with_this_process() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child sent SIGTERM when this process dies, however it dies
+    (SIGKILL included): a Locust run nobody waits for any longer must not go on loading the server.
+    SIGTERM, not SIGKILL: the run stops its load and writes its report (inconclusive). None where
+    the kernel has no such thing (not Linux): there the child outlives a killed parent."""
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def arm() -> None:  # runs in the child, between fork and exec
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the line above: no signal will come
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 def read_report(report_dir: Path) -> Report:
@@ -41,9 +63,10 @@ def run_in_foreground(argv: Sequence[str]) -> int:
     SIGTERM reach it once each, forwarded from here, and this process waits for it to judge and
     write its report, whatever it takes (a first signal stops the load and judges it inconclusive;
     a second ends it at once). The child has a session of its own, so a terminal's Ctrl-C is not
-    delivered to it twice (once by the terminal, once forwarded). Its exit code, or 128 + the
+    delivered to it twice (once by the terminal, once forwarded); it is sent SIGTERM should this
+    process die without forwarding anything (`dies_with_this_process`). Its exit code, or 128 + the
     signal that killed it, as shells report it."""
-    child = subprocess.Popen(list(argv), start_new_session=True)
+    child = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=dies_with_this_process())
 
     def forward(signum: int, frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -76,9 +99,9 @@ def run_locust(
     )
     if to_log:
         with open(report_dir / LOG_NAME, "wb") as log:
-            subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
+            subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=dies_with_this_process())
     else:
-        subprocess.call(argv)
+        subprocess.call(argv, preexec_fn=dies_with_this_process())
     return read_report(report_dir)
 
 

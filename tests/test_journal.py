@@ -12,11 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 from slogate.launch.locust_command import locust_argv
+from slogate.launch.server import free_port
 from slogate.slo.gate.facts import INTERRUPTED, KILLED, RUN_TIME, RunStop
 from slogate.slo.gate.journal import JOURNAL_NAME, JournalError, entry, header, load_journal
 from slogate.slo.gate.judge import judge
@@ -230,7 +233,8 @@ def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server,
         proc.wait(timeout=10)
     finally:
         proc.kill()
-    assert proc.returncode == 143 and "second SIGTERM: exiting now" in stderr.read_text()
+    assert proc.returncode == 143
+    assert f"second SIGTERM: exiting now; `slogate judge {report_dir}` judges the run's journal" in stderr.read_text()
     assert not (report_dir / "slo-report.json").exists()
     code = judge_file(str(report_dir), str(tmp_path / "slo.yaml"), str(tmp_path / "judged"))
     report = json.loads((tmp_path / "judged" / "slo-report.json").read_text())
@@ -302,3 +306,46 @@ def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_serve
     assert proc.returncode == 3 and report["verdict"] == "inconclusive", stderr[-2000:]
     assert report["run"]["stopped"]["signal"] == signal.Signals(signum).name
     assert stdout.rstrip().splitlines()[-1] == f"slogate: reports in {report_dir}/" and "Traceback" not in stderr
+
+
+def test_a_second_signal_says_where_the_runs_figures_are_as_they_are_on_disk(tmp_path: Path) -> None:
+    """A journal there: judge it; the reports written and the journal removed: they are there; neither: nothing."""
+    from slogate.slo.plugin.control import what_is_left
+
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    gate = SimpleNamespace(options=SimpleNamespace(slo_report_dir=str(report_dir)), judged=False)
+    assert what_is_left(gate) == "no journal of the run could be written: nothing is left to judge"
+    (report_dir / JOURNAL_NAME).write_text("{}\n")
+    assert what_is_left(gate) == f"`slogate judge {report_dir}` judges the run's journal"
+    (report_dir / JOURNAL_NAME).unlink()
+    (report_dir / "slo-report.json").write_text("{}")
+    gate.judged = True
+    assert what_is_left(gate) == f"the reports are in {report_dir}/"
+
+
+def test_a_web_ui_stopped_before_any_run_leaves_the_report_directory_as_it_was(own_fault_server, tmp_path) -> None:
+    """SIGTERM to a web UI locust in which no run ever started: nothing to judge, nothing written
+    (an earlier run's report stays)."""
+    url, _ = own_fault_server
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    (report_dir / "slo-report.json").write_text('{"an": "earlier run"}')
+    port = str(free_port())
+    argv = locust_argv(
+        url, report_dir=report_dir, headless=False, extra=["--web-host", "127.0.0.1", "--web-port", port]
+    )
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1):
+                break  # the web UI answers: Locust is up, waiting for a run
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr[-2000:]
+    assert sorted(p.name for p in report_dir.iterdir()) == ["slo-report.json"]
+    assert (report_dir / "slo-report.json").read_text() == '{"an": "earlier run"}'

@@ -27,6 +27,8 @@ def _call(url: str, headers: dict[str, str], body: dict[str, Any] | None = None,
             return json.loads(resp.read())
     except urllib.error.HTTPError as e:
         raise TargetError(f"{e.code} {e.reason} from {url.rsplit('/', 1)[-1]}") from None
+    except TimeoutError:
+        raise TargetError(f"{url} accepted the connection but answered nothing in {timeout:g} s") from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         tls = target.tls_failure(reason) if isinstance(reason, BaseException) else None

@@ -20,9 +20,10 @@ from locust.rpc import Message
 from locust.runners import STATE_INIT, STATE_STOPPED
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import WorkloadFacts
+from slogate.slo.gate.journal import JOURNAL_NAME
 from slogate.slo.gate.judge import usage_error
-from slogate.slo.gate.report import Report, RunInfo, public_url
-from slogate.slo.outputs.render import headline, render_markdown, write_reports
+from slogate.slo.gate.report import JSON_NAME, RunInfo, public_url
+from slogate.slo.outputs.render import write_reports
 from slogate.slo.plugin.gate import Gate, gate_for
 from slogate.slo.plugin.journal import flush_journal
 
@@ -47,6 +48,15 @@ def _stop(gate: Gate) -> None:
         # In a greenlet of its own: called from a user's greenlet, which quit() kills, it would
         # otherwise die half-way and leave the run going until --run-time.
         gevent.spawn(runner.quit)
+
+
+def quit_orphan(environment: Any) -> None:
+    """A worker whose master is gone (slo/plugin/watchers.py `watch_master`): its users stopped at
+    once (nobody will ever collect their samples, and a load nobody watches must not go on), then
+    the process quits, exit 3: the run it was part of is not judged."""
+    environment.stop_timeout = 0  # no grace for requests in flight: stop_users kills the users
+    environment.process_exit_code = exitcodes.INCONCLUSIVE
+    environment.runner.quit()
 
 
 def end_run(environment: Any) -> None:
@@ -86,9 +96,9 @@ def watch_signals(gate: Gate) -> None:
         """Record the signal; True when Locust is to shut down on it, False when it already does."""
         nonlocal signalled_while_writing
         if gate.signal is not None or signalled_while_writing:
-            sys.stderr.write(f"slogate: second {name}: exiting now; `slogate judge` judges the run's journal\n")
             with contextlib.suppress(Exception):  # whatever happens, the process exits now
                 flush_journal(gate, block=True)
+            sys.stderr.write(f"slogate: second {name}: exiting now; {what_is_left(gate)}\n")
             os._exit(INTERRUPT_EXITS[name])
         if gate.judged:
             signalled_while_writing = True
@@ -126,6 +136,17 @@ def watch_signals(gate: Gate) -> None:
     signal.signal(signal.SIGINT, on_sigint)
 
 
+def what_is_left(gate: Gate) -> str:
+    """At a second signal: where the run's figures are, as they are on disk now (the reports of an
+    ended run may be written and its journal removed already, or the journal never written)."""
+    report_dir = getattr(getattr(gate, "options", None), "slo_report_dir", None)
+    if report_dir and (Path(report_dir) / JOURNAL_NAME).is_file():
+        return f"`slogate judge {report_dir}` judges the run's journal"
+    if report_dir and gate.judged and (Path(report_dir) / JSON_NAME).is_file():
+        return f"the reports are in {report_dir}/"
+    return "no journal of the run could be written: nothing is left to judge"
+
+
 def note_workload(environment: Any, model: str, workload: WorkloadFacts | dict[str, Any]) -> None:
     """Record what the load looked like, for the report (and for baselines to compare like with
     like). A user calls it once its workload is ready (shared prefixes primed)."""
@@ -153,31 +174,23 @@ def refuse(gate: Gate, message: str) -> None:
     sys.exit(exitcodes.USAGE)
 
 
+PROBE_BYTES = 64 * 1024  # a journal's header and first entries: a disk without room for these is full
+
+
 def check_report_dir(gate: Gate) -> None:
     """Refuse (exit 2) a --slo-report-dir that cannot be written, before any load: a run whose
-    report would be lost is not worth its GPU minutes."""
+    report would be lost is not worth its GPU minutes. Bytes are written and synced, not just a
+    file created: on a full disk creating a file still succeeds, writing to it does not."""
     report_dir = getattr(gate.options, "slo_report_dir", None)
     if not report_dir:
         return
     try:
         Path(report_dir).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=report_dir):
-            pass
+        with tempfile.TemporaryFile(dir=report_dir, buffering=0) as probe:
+            probe.write(bytes(PROBE_BYTES))
+            os.fsync(probe.fileno())
     except OSError as e:
         refuse(gate, f"the report directory {report_dir}: cannot write there ({e.strerror or e})")
-
-
-def write_failed(report: Report, report_dir: str, error: OSError) -> int:
-    """The reports could not be written at the end (a full disk, a directory gone read-only): the
-    verdict is printed all the same, with one line saying what was lost; exit 4."""
-    sys.stdout.write("\n" + render_markdown(report))
-    sys.stdout.flush()
-    sys.stderr.write(
-        f"slogate: error: cannot write the reports to {report_dir}/ ({error.strerror or error}); "
-        f"the verdict was {headline(report).removeprefix('slogate: ')}; the run's journal, where it "
-        "could be written, is there for `slogate judge`\n"
-    )
-    return exitcodes.SETUP_FAILED
 
 
 FINISH_MARGIN_S = 10.0  # beyond --stop-timeout: the workers' stop and their last reports

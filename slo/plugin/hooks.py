@@ -13,7 +13,7 @@ from typing import Any
 import gevent
 from locust import events
 from slogate.slo.gate.metrics import MetricsStore
-from slogate.slo.outputs.publish import publish
+from slogate.slo.outputs.publish import publish, write_failed
 from slogate.slo.outputs.render import headline
 from slogate.slo.plugin import target, web_ui
 from slogate.slo.plugin.control import (
@@ -24,12 +24,11 @@ from slogate.slo.plugin.control import (
     finish_load,
     refuse,
     watch_signals,
-    write_failed,
 )
 from slogate.slo.plugin.gate import CONFIG_ERRORS, every_gate, gate_for
 from slogate.slo.plugin.journal import close_journal, flush_journal, pause_journal, start_journal
 from slogate.slo.plugin.metrics_server import start_metrics_server, stop_metrics_server
-from slogate.slo.plugin.watchers import start_watchers, stop_watchers
+from slogate.slo.plugin.watchers import start_watchers, stop_watchers, watch_master
 from slogate.slo.plugin.wire import FLUSH_MESSAGE, WIRE_KEY, merge_from_worker, on_worker_flush, worker_payload
 
 log = logging.getLogger("slogate")
@@ -103,6 +102,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
     gate.start_listening()
     if not gate.is_master:
         gate.loop_monitor.start()
+    if gate.is_worker:
+        gate.watchers.append(gevent.spawn(watch_master, gate))
     if not gate.is_worker and environment.parsed_options is not None:
         gate.start_scraper()
         start_watchers(gate)
@@ -153,6 +154,8 @@ def on_quitting(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
     if gate.is_worker or gate.judged or environment.parsed_options is None:
         return
+    if gate.started_at is None and not environment.parsed_options.headless:
+        return  # a web UI closed before any run: nothing to judge, and an earlier run's report stays
     gate.judged = True
     if gate.signal is not None:
         finish_load(gate)  # Locust quits without stopping first: every worker's last samples, every request in flight
@@ -164,8 +167,13 @@ def on_quitting(environment: Any, **_: Any) -> None:
     report_dir = environment.parsed_options.slo_report_dir
     try:
         publish(report, report_dir, gate.alerts, gate.exports)
-    except OSError as e:  # the journal stays: `slogate judge` can write the reports once there is room
-        environment.process_exit_code = write_failed(report, report_dir, e)
+    except OSError as e:  # the journal, written in full, stays: `slogate judge` writes the reports once there is room
+        kept = (
+            f"the run's journal {journal} is there for `slogate judge`"
+            if journal is not None and journal.exists()  # not in a directory removed meanwhile
+            else "the run's journal could not be written either"
+        )
+        environment.process_exit_code = write_failed(report, report_dir, e, kept)
         return
     if journal is not None:
         journal.unlink(missing_ok=True)  # the reports hold all it did

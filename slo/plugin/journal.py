@@ -1,10 +1,13 @@
 """Writes the run's journal (format and reader: slo/gate/journal.py) while the run goes: a greenlet
 appends the measurements taken in since the last entry, every interval, flushed and fsynced, so
 that a killed master loses at most one interval; the load's stop appends the last. The caller
-removes it once the run's reports are written (slo/plugin/hooks.py)."""
+removes it once the run's reports are written (slo/plugin/hooks.py). A journal that cannot be
+written in full (a full disk) is removed at once: a file cut short at its first failed write would
+be judged as a run killed then, or, empty, not judged at all."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -46,9 +49,15 @@ class JournalWriter:
             gevent.get_hub().threadpool.apply(os.fsync, (self._file.fileno(),))
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            with contextlib.suppress(OSError):  # closing flushes what a failed write left: reported then
+                file.close()
+
+    def discard(self) -> None:
+        """Close and remove the file (what could not be written in full is no journal)."""
+        self.close()
+        self.path.unlink(missing_ok=True)
 
 
 def start_journal(gate: Gate, directory: str | Path) -> None:
@@ -59,6 +68,7 @@ def start_journal(gate: Gate, directory: str | Path) -> None:
     try:
         writer.open(header(gate.started_at or time.time(), gate.planned_s, journal_interval_s(gate), gate.run_info()))
     except OSError as e:
+        writer.discard()
         log.warning("slogate: cannot write the journal %s (%s): a killed run would leave nothing", writer.path, e)
         return
     gate.journal = writer
@@ -85,9 +95,15 @@ def flush_journal(gate: Gate, block: bool = False, complete: bool = False) -> No
     try:
         writer.append(entry(time.time(), delta, gate.run_info(final=complete), gate.metrics(), server, complete), block)
     except OSError as e:
-        log.warning("slogate: cannot append to the journal %s (%s); it stops here", writer.path, e)
+        log.warning(
+            "slogate: cannot append to the journal %s (%s): removed; a killed run would leave nothing", writer.path, e
+        )
+        writer.discard()
         if gate.journal is writer:  # not one a reset has opened since
-            close_journal(gate)
+            # Not close_journal: called from the periodic greenlet, it would kill that greenlet, so
+            # itself, half-way; the greenlet ends by itself at its next look.
+            gate.journal = None
+            gate.listener.tap = None
 
 
 def _take_pending(gate: Gate) -> MetricsStore:

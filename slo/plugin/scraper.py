@@ -103,5 +103,6 @@ class Scraper:
         if self._greenlet is not None:
             self._greenlet.kill(block=True)
             self._greenlet = None
-            self.scrape_once()  # the closing snapshot, so counters cover the whole run
+            if self.metrics.scrapes:  # the closing snapshot, so counters cover the whole run (none: nothing to close)
+                self.scrape_once()
         return self.metrics

@@ -21,6 +21,9 @@ TLS: every call to an https target verifies its certificate against one context 
 the HTTP clients did on their own. One context: loading a bundle costs ~40 ms of CPU, which every
 client loading its own would spend while streams are in flight. A handshake that fails is one
 line (`tls_failure`), counted as `tls`, never as `connect`.
+
+Whether the target answers at all (`probe`): what tells a server that accepts connections and
+never answers (a hung process, a proxy with no backend) from one that is merely slow.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ import functools
 import logging
 import os
 import re
+import socket
 import ssl
+import time
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -168,3 +173,39 @@ def _reason(error: BaseException) -> str:
     """An OS or `ssl` error's words, one line, without OpenSSL's `[LIB: CODE]` and `(_ssl.c:N)`."""
     text = getattr(error, "strerror", None) or str(error)
     return " ".join(re.sub(r"^\[[^\]]*\]\s*|\s*\(_ssl\.c:\d+\)$", "", text).split()) or type(error).__name__
+
+
+# What `probe` found: any byte came back; the connection was refused, closed or failed otherwise
+# (the requests fail the same way, and are counted so); it was accepted and nothing came back in
+# time; no connection was accepted in time.
+ANSWERED, FAILED, SILENT, NO_CONNECTION = "answered", "failed", "silent", "no_connection"
+
+
+def probe(url: str, timeout_s: float) -> str:
+    """Whether the target at `url` answers anything within `timeout_s`: a connection to it, a GET
+    of /v1/models, and any byte back (an error status counts: a server that answers, however
+    slowly it serves the load, is measured, not stopped). No credentials are sent: a 401 is an answer."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    deadline = time.monotonic() + timeout_s
+    try:
+        conn = socket.create_connection((parts.hostname, port), timeout=timeout_s)
+    except TimeoutError:
+        return NO_CONNECTION
+    except OSError:
+        return FAILED
+    try:
+        conn.settimeout(max(deadline - time.monotonic(), 0.001))
+        if parts.scheme == "https":  # the handshake is the server's first answer
+            conn = tls_context().wrap_socket(conn, server_hostname=parts.hostname)
+        path = parts.path.rstrip("/") + "/v1/models"
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n".encode())
+        return ANSWERED if conn.recv(1) else FAILED
+    except TimeoutError:
+        return SILENT
+    except ssl.SSLError:
+        return ANSWERED  # it answered the handshake, if not as hoped: `tls` failures say the rest
+    except OSError:
+        return FAILED
+    finally:
+        conn.close()

@@ -1,6 +1,6 @@
 """The run's background watchers (greenlets the gate starts at `test_start` and kills at
-`test_stop`): the target never answers, --slo-abort-on-fail's window judge, and the trimming of
-Locust's per-second counts on long runs."""
+`test_stop`): the target never answers, --slo-abort-on-fail's window judge, the trimming of
+Locust's per-second counts on long runs, and, on a worker, its master gone."""
 
 from __future__ import annotations
 
@@ -16,13 +16,18 @@ from slogate.slo.gate.metrics import ClassMetrics, MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind
 from slogate.slo.gate.self_check import assess
 from slogate.slo.gate.window import first_breach, objectives_on_tags, unwindowed_note
-from slogate.slo.plugin.control import abort_run, end_run
+from slogate.slo.plugin import target
+from slogate.slo.plugin.control import abort_run, end_run, quit_orphan
 from slogate.slo.plugin.gate import Gate
 from slogate.slo.plugin.listener import LOCUST_RATE_KEEP_S, trim_rate_counts
 
 log = logging.getLogger("slogate")
 BREACH_CHECK_S = 2.0  # how often --slo-abort-on-fail judges the window
 DECISION_CHECK_S = 1.0  # how often --slo-stop-when-decided looks (its bounds hold at any look)
+# A worker whose master has not answered its heartbeats (sent every second) for this long stops its
+# load: the request that reaches the server last does so at most ~2.2 s after the master's death.
+MASTER_SILENCE_S = 2.0
+MASTER_CHECK_S = 0.2
 
 
 def start_watchers(gate: Gate) -> None:
@@ -148,12 +153,61 @@ def trim_locust_rate_counts(environment: Any) -> None:
 
 
 def watch_reachability(gate: Gate, limit_s: float) -> None:
-    """Stop a run early when the target does not answer (instead of waiting out --run-time)."""
+    """Stop a run early when the target does not answer (instead of waiting out --run-time):
+    requests refused or timed out (`unreachable_reason`), or nothing at all back, not even to a
+    probe of its own (`silence_reason`: the requests would time out only at --request-timeout)."""
+    if limit_s <= 0:
+        return
     started = time.monotonic()
+    probe = gevent.spawn(target.probe, target.resolve(gate.environment)[0], limit_s)
+    try:
+        while True:
+            if probe.ready():
+                gevent.sleep(1.0)
+            else:
+                probe.join(timeout=1.0)  # its answer, or its silence, is known at once
+            elapsed = time.monotonic() - started
+            waited = elapsed - gate.warmup_s  # warm-up requests are not in the store
+            total = gate.metrics().get(ALL)
+            reason = silence_reason(probe.value, total, elapsed, limit_s) or unreachable_reason(total, waited, limit_s)
+            if reason:
+                abort_run(gate.environment, reason)
+                return
+    finally:
+        probe.kill(block=False)
+
+
+def silence_reason(probe: str | None, total: ClassMetrics, elapsed_s: float, limit_s: float) -> str | None:
+    """Why to stop a run whose target took connections and answered nothing (or took none) for
+    `limit_s`: no request succeeded, and the probe (`target.probe`) got not a byte back."""
+    if probe not in (target.SILENT, target.NO_CONNECTION) or total.successes or elapsed_s < limit_s:
+        return None
+    what = "accepted connections but answered nothing" if probe == target.SILENT else "accepted no connection"
+    return (
+        f"target unreachable: it {what} in {limit_s:g} s (no request succeeded, GET /v1/models got not a byte) "
+        f"(--slo-unreachable-s {limit_s:g})"
+    )
+
+
+def watch_master(gate: Gate) -> None:
+    """A worker's load, while it runs, stops once its master has not answered a heartbeat for
+    `MASTER_SILENCE_S` (Locust's own check waits 60 s). A master killed outright (SIGKILL, the OOM
+    killer, its machine gone) closes no connection a worker could see, and the forked workers of
+    `--processes` are not its only ones (`--worker --master-host` on other machines): the
+    heartbeats are what every worker has. Only time this greenlet was awake on schedule counts as
+    silence: a worker whose own loop stalled may have the master's answers waiting unread."""
+    runner = gate.environment.runner
+    heard = runner.last_heartbeat_timestamp
+    silent_s, last = 0.0, time.monotonic()
     while True:
-        gevent.sleep(1.0)
-        waited = time.monotonic() - started - gate.warmup_s  # warm-up requests are not in the store
-        reason = unreachable_reason(gate.metrics().get(ALL), waited, limit_s)
-        if reason:
-            abort_run(gate.environment, reason)
+        gevent.sleep(MASTER_CHECK_S)
+        now = time.monotonic()
+        step, last = now - last, now
+        if runner.last_heartbeat_timestamp != heard:
+            heard, silent_s = runner.last_heartbeat_timestamp, 0.0
+            continue
+        silent_s += min(step, 2 * MASTER_CHECK_S)
+        if silent_s > MASTER_SILENCE_S:
+            log.error("slogate: the master has not answered for %.0f s: this worker stops its load and exits", silent_s)
+            gevent.spawn(quit_orphan, gate.environment)  # not from here: the stop kills this greenlet
             return
