@@ -302,3 +302,93 @@ def test_dropped_sends_leave_a_fail_standing_and_make_only_a_pass_inconclusive()
         store.add(RequestRecord("shared", 150.0, e2e_us=0, error_kind=ErrorKind.DROPPED))
         report = judge(spec, store, RunInfo())
         assert report.verdict == verdict and any("1 scheduled requests were dropped" in r for r in report.reasons)
+
+
+@pytest.mark.parametrize("mode", ["local", "master"])
+def test_the_report_counts_the_runs_users_after_they_have_stopped(mode: str) -> None:
+    """Locust's user count is 0 once the users have stopped, when the report is written: the report
+    takes the most users the run asked for (the spawn target, which outlives the stop) or had, and
+    each spawn's end (a load shape's stages: 2, then 6, then 3 users)."""
+    from types import SimpleNamespace
+
+    from locust.event import Events
+    from locust.runners import LocalRunner, MasterRunner
+    from slogate.slo.plugin.gate import Gate
+
+    cls = MasterRunner if mode == "master" else LocalRunner
+    runner = SimpleNamespace(user_count=4, target_user_count=4, __class__=cls)
+    env = SimpleNamespace(parsed_options=None, runner=runner, host="http://h:1", events=Events())
+    gate = Gate(env)
+    assert gate.run_info().users == 4
+    runner.user_count = 0  # stopped
+    assert gate.run_info(final=True).users == 4
+    gate.start_listening()  # the next run
+    for users in (2, 6, 3):
+        runner.user_count = runner.target_user_count = users
+        env.events.spawning_complete.fire(user_count=users)
+    runner.user_count = runner.target_user_count = 0
+    assert gate.run_info(final=True).users == 6
+
+
+def test_an_interrupted_run_judged_too_early_says_so_once_and_fails_no_row() -> None:
+    """Cut short with its p95 over the target, but not beyond noise: inconclusive, and the row says
+    so too (not FAIL: JUnit has no failure for an exit 3); the interruption is said once."""
+    from slogate.slo.gate.facts import INTERRUPTED, RunStop
+    from slogate.slo.outputs.render import render_junit, render_markdown
+
+    stop = RunStop(INTERRUPTED, 10.0, 60.0, signal="SIGTERM")
+    store = MetricsStore()
+    for i in range(25):  # 100 to 220 ms: p95 215 ms, over its 200 ms by far less than 25 samples can tell
+        store.add(RequestRecord("shared", 100.0 + i, e2e_us=(101 + 5 * i) * 1000, ttft_us=(100 + 5 * i) * 1000))
+    report = judge(parse_spec(SPEC), store, RunInfo(stopped=stop))
+    assert (report.verdict, [r.result for r in report.slos]) == ("inconclusive", ["insufficient_data", "pass"])
+    assert report.reasons[0].startswith("Interrupted by SIGTERM after 10 s of 60 s: too early to judge")
+    markdown = render_markdown(report)
+    assert markdown.count("Interrupted by SIGTERM") == 1 and "| FAIL |" not in markdown
+    assert 'failures="0"' in render_junit(report)
+    # Run to its end, the same figures fail, and the row says so.
+    ended = judge(parse_spec(SPEC), store, RunInfo())
+    assert (ended.verdict, ended.slos[0].result) == ("fail", "fail")
+
+
+def test_unfinished_requests_are_counted_in_words_that_agree_with_the_count() -> None:
+    from slogate.slo.gate.record import ErrorKind
+    from slogate.slo.outputs.render import render_markdown
+
+    for waiting, words in ((1, "1 was still waiting for its first token and counts"), (2, "2 were still waiting")):
+        store = store_with(100, 25)
+        for i in range(waiting):
+            store.add(RequestRecord("shared", 200.0 + i, e2e_us=50_000, error_kind=ErrorKind.UNFINISHED))
+        assert words in render_markdown(judge(parse_spec(SPEC), store, RunInfo()))
+
+
+@pytest.mark.parametrize(
+    ("target", "local"),
+    [("http://127.0.0.1:8000", "127.0.0.1"), ("http://localhost:8000/v1", "localhost"), ("http://[::1]:80", "::1"),
+     ("http://10.0.0.5:8000", None), ("https://vllm.internal", None), (None, None)],
+)  # fmt: skip
+def test_a_busy_machine_with_the_server_on_it_gets_advice_the_demo_can_follow(target: str | None, local: str) -> None:
+    """The demo serves and loads on one machine: "not beside the server" is advice it cannot take."""
+    from slogate.slo.gate.self_check import assess
+
+    store = store_with(100, 50)
+    for _ in range(200):
+        store.loop_lag.record_ms(30)
+    store.client_cpu_s, store.client_wall_s = 2.0, 10.0
+    message = assess(store, cpu_warning=False, processes=1, target=target).message
+    assert ("not beside the server" in message) is (local is None)
+    assert (f"the server on this machine ({local}) held the cores" in message) is (local is not None)
+    assert ("taskset -c" in message) is (local is not None)
+    report = judge(parse_spec(SPEC), store, RunInfo(target=target))
+    assert any(message in reason for reason in report.reasons)
+
+
+def test_the_reports_page_lists_every_reason_a_run_stops_for_and_no_other() -> None:
+    import re
+
+    from slogate.slo.gate.facts import STOP_REASONS
+
+    page = (Path(__file__).parent.parent / "docs" / "reports.md").read_text()
+    section = page.split("## Why a run stopped", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)
+    assert rows == ["reason", *STOP_REASONS]  # the header, then one row per reason

@@ -301,8 +301,24 @@ def test_a_trace_replays_implied_hit_rate_is_shown_next_to_the_servers(tmp_path:
     assert details in markdown and details in html
     assert "approximate" not in markdown
     # Prompts that are not token-exact, and a server without /metrics, are said as such.
-    rough = render_markdown(trace_report({**TRACE, "exact": False}, {"available": False, "error": "404"}))
-    assert "measured by the server not measured (no /metrics)" in rough and "approximate" in rough
+    rough = render_markdown(trace_report({**TRACE, "exact": False}, {"available": False, "error": "HTTP 404"}))
+    assert "measured by the server not measured (/metrics: HTTP 404)" in rough and "approximate" in rough
+    assert "not measured (/metrics not scraped)" in render_markdown(trace_report(TRACE, None))
+    # Scraped, but without the figure: said so, never "no /metrics" after the scrapes were counted.
+    scraped = {"available": True, "scrapes": 4, "prefix_cache_queried_tokens": 0}
+    counted_none = render_markdown(trace_report(TRACE, scraped))
+    assert "(vllm /metrics, 4 scrapes)" in counted_none.lower()
+    assert "not measured (4 scrapes of /metrics; its prefix-cache counters counted no query)" in counted_none
+    no_counters = render_markdown(trace_report(TRACE, {"available": True, "scrapes": 4}))
+    assert "not measured (4 scrapes of /metrics, without prefix-cache counters)" in no_counters
     # No trace: no such line.
     plain = trace_report(None, server)
     assert "implied by the trace" not in render_markdown(plain) and "implied by the trace" not in render_html(plain)
+
+
+def test_an_open_loop_runs_users_are_said_to_be_senders() -> None:
+    closed = replace(synthetic_run(60, 2).run, users=4)
+    opened = replace(closed, workload={"open_loop": {"rate_per_user": 5.0, "max_in_flight": 64}})
+    assert "<th>users</th><td>4</td>" in render_html(judge(SPEC, MetricsStore(), closed))
+    said = "<th>users</th><td>4 (open loop: 5 arrivals/s each, 20/s in all)</td>"
+    assert said in render_html(judge(SPEC, MetricsStore(), opened))

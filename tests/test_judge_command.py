@@ -1,7 +1,9 @@
 """`slogate judge`: saved slogate reports and `vllm bench serve` results through the live gate's
 judge, reports and exit codes (in-process; one test runs the installed command)."""
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.report import RunInfo
 from slogate.slo.gate.spec import load_spec
+from slogate.slo.outputs import render
 from slogate.slo.outputs.render import write_reports
 from slogate.slo.rejudge import judge_file
 
@@ -193,3 +196,78 @@ def test_a_goodput_objective_is_judged_on_a_vllm_bench_result(tmp_path: Path) ->
     assert report["goodput"]["classes"]["all"]["good"] == good
     assert report["goodput"]["targets_ms"] == {"all": {"ttft": 3.0}}
     assert judge_file(str(CHAT), goodput_slo(round(fraction + 0.05, 3)), str(tmp_path / "fail")) == exitcodes.FAIL
+
+
+def test_reports_that_cannot_be_written_leave_the_verdict_printed_and_exit_4(tmp_path: Path, capsys) -> None:
+    blocked = tmp_path / "a-file"  # --report-dir names a file: no directory can be made there
+    blocked.write_text("")
+    code = main(["judge", str(COMPLETIONS), "--slo-file", ttft_slo(tmp_path, 20), "--report-dir", str(blocked)])
+    assert code == exitcodes.SETUP_FAILED
+    captured = capsys.readouterr()
+    assert "## slogate: FAIL (exit 1)" in captured.out and "| ttft-p95 |" in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"slogate: error: cannot write the reports to {blocked}/ (")
+    assert err[0].endswith("the verdict was FAIL (exit 1)")
+
+
+def test_a_full_disk_while_the_reports_are_written_is_exit_4_with_the_verdict(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_space(path: object, text: str) -> Path:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(render, "write_atomically", no_space)
+    out = tmp_path / "out"
+    assert judge_file(str(COMPLETIONS), ttft_slo(tmp_path, 150), str(out)) == exitcodes.SETUP_FAILED
+    captured = capsys.readouterr()
+    assert "## slogate: PASS (exit 0)" in captured.out
+    assert captured.err == (
+        f"slogate: error: cannot write the reports to {out}/ (No space left on device); the verdict was PASS (exit 0)\n"
+    )
+
+
+def test_a_usage_error_with_an_unwritable_report_dir_is_still_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert judge_file(str(COMPLETIONS), ttft_slo(tmp_path, 150, cls="shared"), str(blocked)) == exitcodes.USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "class 'shared' is not measured" in err[0]
+
+
+def test_an_export_that_cannot_be_written_is_one_warning_and_the_verdict_stands(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    out = tmp_path / "out"
+    with caplog.at_level("WARNING", logger="slogate"):
+        code = judge_file(str(COMPLETIONS), ttft_slo(tmp_path, 150), str(out), exports=[("vllm-bench", f"{blocked}/x")])
+    assert code == exitcodes.PASS and report_of(out)["verdict"] == "pass"
+    assert [r.getMessage() for r in caplog.records] == [f"slogate: --export vllm-bench {blocked}/x failed: File exists"]
+
+
+def test_a_saved_report_is_judged_without_a_warm_up_note_when_no_warm_up_is_asked_for(tmp_path: Path) -> None:
+    spec = slo(tmp_path, "slos:\n  - {metric: ttft, percentile: 95, max_ms: 1000}\nmin_samples: 20\n")
+    saved = tmp_path / "saved.json"
+    report = json.loads(live_report(tmp_path, spec).read_text())
+    report["run"]["warmup_s"] = 3.0  # the run excluded a warm-up; the SLO file says nothing of one
+    saved.write_text(json.dumps(report))
+    judge_file(str(saved), spec, str(tmp_path / "none"))
+    assert report_of(tmp_path / "none")["run"]["notes"] == []
+    judge_file(str(saved), spec, str(tmp_path / "asked"), warmup_s=5)
+    assert report_of(tmp_path / "asked")["run"]["notes"] == [
+        "warmup_s 5 is not applied: a saved result is judged as it was recorded (warm-up excluded then: 3 s)"
+    ]
+    judge_file(str(saved), spec, str(tmp_path / "same"), warmup_s=3)
+    assert report_of(tmp_path / "same")["run"]["notes"] == []
+
+
+def test_a_bad_option_with_an_unwritable_report_dir_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    code = main(["judge", str(COMPLETIONS), "--slo-file", ttft_slo(tmp_path, 20), "--report-dir", str(blocked),
+                 "--export", "csv", str(tmp_path / "x.csv")])  # fmt: skip
+    assert code == exitcodes.USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown format 'csv'" in err[0]

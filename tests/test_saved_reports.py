@@ -39,4 +39,9 @@ def test_slogate_judge_gives_an_old_report_the_verdict_and_figures_of_its_time(t
     assert code == then["exit_code"] == 1
     assert now["run"].pop("stopped") is None
     assert now["run"].pop("slo_file") == str(slo) and then["run"].pop("slo_file").endswith(slo.name)  # where it lies
+    # Then, an SLO file without warmup_s was said to ask for a warm-up of 0 s that was not applied (issue 28).
+    assert then["run"].pop("notes") == [
+        "warmup_s 0 is not applied: a saved result is judged as it was recorded (warm-up excluded then: 3 s)"
+    ]
+    assert now["run"].pop("notes") == []
     assert without_timestamps(now) == without_timestamps(then)

@@ -231,6 +231,7 @@ class ObjectiveLook:
 DECIDED, ABORTED, RUN_TIME, INTERRUPTED = "decided", "aborted", "run_time", "interrupted"
 KILLED, BY_HAND = "killed", "by_hand"  # judged from its journal (slo/gate/journal.py); the web UI's Stop
 CUT_SHORT = (INTERRUPTED, KILLED)  # ended before its run time, not by the gate: too early to judge
+STOP_REASONS = (RUN_TIME, DECIDED, ABORTED, INTERRUPTED, KILLED, BY_HAND)  # all of them: docs/reports.md lists these
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, look
-from slogate.slo.gate.evaluate import evaluate
+from slogate.slo.gate.evaluate import ObjectiveResult, evaluate
 from slogate.slo.gate.facts import CUT_SHORT, DECIDED, Breach, RunStop
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind
@@ -20,7 +20,7 @@ from slogate.slo.gate.self_check import assess
 from slogate.slo.gate.sequential import FAIL
 from slogate.slo.gate.server_figures import ServerFigures
 from slogate.slo.gate.spec import SloSpec
-from slogate.slo.gate.verdict import RegressionStatus, Verdict
+from slogate.slo.gate.verdict import Outcome, RegressionStatus, Verdict
 
 
 class UnknownClass(ValueError):
@@ -138,6 +138,17 @@ def fold_interrupted(
     return Verdict.INCONCLUSIVE
 
 
+def rows_of_a_run_cut_short(
+    results: list[ObjectiveResult], verdict: Verdict, stopped: RunStop | None
+) -> list[ObjectiveResult]:
+    """The objectives' rows of a run cut short and judged too early (inconclusive): an objective
+    over its target so far had not failed beyond noise (or the verdict would be a fail), so its row
+    says what the verdict says, not enough data (`insufficient_data`), rather than `fail`."""
+    if verdict != Verdict.INCONCLUSIVE or stopped is None or stopped.reason not in CUT_SHORT:
+        return results
+    return [replace(r, result=Outcome.INSUFFICIENT) if r.result == Outcome.FAIL else r for r in results]
+
+
 def note_early_decision(verdict: Verdict, reasons: list[str], stopped: RunStop | None) -> None:
     """A run decided early (`--slo-stop-when-decided`) on the requests that had ended, whose figures
     at the stop (with the requests then in flight, their waits as lower bounds) say otherwise: the
@@ -163,7 +174,7 @@ def judge(
     `--slo-abort-on-fail` (`run.aborted`) fails whatever its figures say."""
     problems = [*run.problems, *measurement_problems(measurements)]
     doubts = dropped_sends(measurements)
-    saturation = assess(measurements, run.cpu_warning, run.processes, run.max_client_lag_ms)
+    saturation = assess(measurements, run.cpu_warning, run.processes, run.max_client_lag_ms, run.target)
     server = with_ttft_gap(server, measurements)
     if spec is None:
         problems += doubts
@@ -184,8 +195,9 @@ def judge(
     verdict = fold_abort(verdict, reasons, run.aborted)
     verdict = fold_interrupted(verdict, reasons, run.stopped, spec, measurements)
     note_early_decision(verdict, reasons, run.stopped)
+    results = rows_of_a_run_cut_short(evaluation.results, verdict, run.stopped)
     return Report(
-        verdict, reasons, run, measurements, evaluation.results, server, regression, saturation is not None,
+        verdict, reasons, run, measurements, results, server, regression, saturation is not None,
         baseline_measurements=baseline.measurements if baseline is not None else None,
     )  # fmt: skip
 

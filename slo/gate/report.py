@@ -52,13 +52,26 @@ def public_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-_SECRET_OPTION = re.compile(r"^--?[\w-]*(auth|token|secret|passw|api[-_]?key|webhook|credential)", re.IGNORECASE)
+# Words that make an option's value a secret, wherever they stand in its name (`--api-key`,
+# `--web-auth`, `--client-secret`, `--slack-webhook-url`), and any word ending in "token" (`--token`,
+# `--bot-token`, `--authToken`): a credential, where "tokens" is a count (`--max-tokens`).
+_SECRET_WORDS = frozenset(
+    {"key", "apikey", "auth", "authorization", "password", "passwd", "passphrase", "secret", "webhook",
+     "credential", "credentials"}
+)  # fmt: skip
 REDACTED = "***"
+
+
+def is_secret_option(name: str) -> bool:
+    """Whether the option `name` (`--api-key`; not `--max-tokens`) holds a secret."""
+    words = re.split(r"[-_]+", name.lstrip("-").lower())
+    return any(word in _SECRET_WORDS or word.endswith("token") for word in words)
 
 
 def public_command(argv: Sequence[str]) -> str:
     """A command line fit for a report: URLs without credentials or query strings, and the value
-    of any option named like a secret (`--web-auth`, `--...-token`, ...) replaced by ***."""
+    of any option named like a secret (`--web-auth`, `--api-key`, `--bot-token`: `is_secret_option`)
+    replaced by ***."""
     out: list[str] = []
     hide_next = False
     for arg in argv:
@@ -67,7 +80,7 @@ def public_command(argv: Sequence[str]) -> str:
             hide_next = False
             continue
         name, eq, value = arg.partition("=")
-        if arg.startswith("-") and _SECRET_OPTION.match(name):
+        if arg.startswith("-") and is_secret_option(name):
             if eq:
                 out.append(f"{name}={REDACTED}")
             else:
@@ -169,7 +182,6 @@ def trace_cache_comparison(run: RunInfo, server: ServerFigures | None) -> str | 
     trace = run.workload.trace
     if trace is None:
         return None
-    measured = server.prefix_cache_hit_rate if server and server.available else None
     details = [
         f"over blocks {_rate(trace.implied_block_hit_rate)}",
         f"trace {trace.file or '?'}: {_number(trace.requests)} requests",
@@ -180,9 +192,23 @@ def trace_cache_comparison(run: RunInfo, server: ServerFigures | None) -> str | 
         details.append("prompts not token-exact, so the implied rate is approximate")
     return (
         f"Prefix-cache hit rate implied by the trace {_rate(trace.implied_token_hit_rate)} vs measured by "
-        f"the server {_rate(measured) if measured is not None else 'not measured (no /metrics)'} "
-        f"({'; '.join(details)})."
+        f"the server {_measured_hit_rate(server)} ({'; '.join(details)})."
     )
+
+
+def _measured_hit_rate(server: ServerFigures | None) -> str:
+    """The server's prefix-cache hit rate, or why there is none: no /metrics, or a /metrics without
+    the figure (scraped all the same: its counters missing, or they counted no query)."""
+    if server is None:
+        return "not measured (/metrics not scraped)"
+    if not server.available:
+        return f"not measured (/metrics: {server.error or 'unavailable'})"
+    if server.prefix_cache_hit_rate is not None:
+        return _rate(server.prefix_cache_hit_rate)
+    scrapes = f"{server.scrapes} scrapes of /metrics"
+    if server.prefix_cache_queried_tokens is None:
+        return f"not measured ({scrapes}, without prefix-cache counters)"
+    return f"not measured ({scrapes}; its prefix-cache counters counted no query)"
 
 
 def _rate(value: Any) -> str:
@@ -247,6 +273,14 @@ class Report:
     def failing(self) -> list[ObjectiveResult]:
         """The objectives not met (failed, or without enough data)."""
         return [r for r in self.slos if r.result != Outcome.PASS]
+
+    def stop_line(self) -> str | None:
+        """Why and when the run ended, one line for the summary, the HTML page and Slack; None when
+        unknown, or when a reason says it already (a run cut short: slo/gate/judge.py)."""
+        if self.run.stopped is None:
+            return None
+        line = self.run.stopped.line()
+        return None if any(r.startswith(line.rstrip(".")) for r in self.reasons) else line
 
     def metrics_summary(self) -> dict[str, dict[str, Any]]:
         m = self.measurements

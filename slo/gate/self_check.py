@@ -11,8 +11,10 @@ pass; the gate uses the estimate to turn a fail that the delay could explain int
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from slogate.slo.gate.metrics import MetricsStore
 
@@ -33,9 +35,28 @@ class Saturation:
     client_delay_ms: float  # how much the client may have added to a TTFT (inf: unknown, CPU-bound)
 
 
+def on_this_machine(target: str | None) -> str | None:
+    """The target's host when it is this machine (localhost, a loopback address), else None."""
+    host = urlsplit(target).hostname if target else None
+    if not host:
+        return None
+    if host == "localhost" or host.endswith(".localhost"):
+        return host
+    try:
+        return host if ipaddress.ip_address(host).is_loopback else None
+    except ValueError:
+        return None
+
+
 def assess(
-    metrics: MetricsStore, cpu_warning: bool, processes: int, max_lag_ms: float = MAX_LOOP_LAG_P99_MS
+    metrics: MetricsStore,
+    cpu_warning: bool,
+    processes: int,
+    max_lag_ms: float = MAX_LOOP_LAG_P99_MS,
+    target: str | None = None,
 ) -> Saturation | None:
+    """The load generator's saturation, if any, with advice; `target` (the run's URL) tells a server
+    on this machine, whose advice differs: the demo, say, can only share the machine."""
     signs, delays = [], []
     loop_p99 = metrics.loop_lag.percentile_ms(99)
     if loop_p99 is not None and loop_p99 > max_lag_ms:
@@ -52,6 +73,15 @@ def assess(
         return None
     own = metrics.client_cpu_fraction
     if own is not None and own < OWN_CPU_SATURATED and not cpu_warning:
+        local = on_this_machine(target)
+        if local:
+            return Saturation(
+                f"the machine was busy ({'; '.join(signs)}; limit {max_lag_ms:g} ms) while the load generator "
+                f"itself used {own:.0%} of a core: the server on this machine ({local}) held the cores, and the "
+                "latencies include the wait for one. Expected where both share a machine (as in `slogate demo`): "
+                "give each cores of its own (`taskset -c`), or run the load from another machine",
+                max(delays),
+            )
         return Saturation(
             f"the machine was busy ({'; '.join(signs)}; limit {max_lag_ms:g} ms) while the load generator itself "
             f"used {own:.0%} of a core: other processes held the cores, and its latencies include that delay. "

@@ -11,7 +11,7 @@ from typing import Any
 from slogate.slo.gate.engines import title
 from slogate.slo.gate.intervals import INTERVAL_METRICS
 from slogate.slo.gate.record import ALL
-from slogate.slo.gate.report import Report, describe_targets, goodput_summary, trace_cache_comparison
+from slogate.slo.gate.report import Report, RunInfo, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.gate.self_check import summary as self_check_summary
 from slogate.slo.gate.server_figures import ServerTtft
 from slogate.slo.gate.spec import Objective
@@ -221,12 +221,22 @@ def _run_facts(report: Report) -> str:
             if run.mode == "master"
             else run.mode,
         ),
-        ("users", run.users),
+        ("users", _users(run)),
         ("SLO file", run.slo_file),
         ("time series interval (s)", report.measurements.intervals.interval_s or None),
         ("report generated", report.generated_at),
     ]
     return _kv_table(items)
+
+
+def _users(run: RunInfo) -> str | int | None:
+    """The run's users; an open-loop run's are senders, each at --arrival-rate (requests, or new
+    conversations with --turns, per second)."""
+    open_loop = run.workload.open_loop
+    if not run.users or open_loop is None or not open_loop.rate_per_user:
+        return run.users
+    rate = open_loop.rate_per_user
+    return f"{run.users} (open loop: {rate:g} arrivals/s each, {run.users * rate:g}/s in all)"
 
 
 def _server_facts(report: Report) -> str:
@@ -266,8 +276,9 @@ def run_section(i: int, name: str | None, report: Report, data: dict[str, Any]) 
     heading = f"<h2>{e(name)} {verdict_badge(report)}</h2>" if name else ""
     reasons = "".join(f"<li>{e(r)}</li>" for r in report.reasons)
     notes = "".join(f"<li>Note: {e(n)}</li>" for n in run.notes)
-    if run.stopped is not None:
-        notes += f'<li class="stopped">{e(run.stopped.line())}</li>'
+    stopped = report.stop_line()
+    if stopped:
+        notes += f'<li class="stopped">{e(stopped)}</li>'
     interval = report.measurements.intervals.interval_s
     per = f"per {interval:g} s interval" if interval else "per interval"
     ttft_title = f"TTFT p50 (dashed) and p95 over time, {per}, per class; SLO targets as long dashes"

@@ -11,9 +11,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
+from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import AlertRecord
 from slogate.slo.gate.report import Report
-from slogate.slo.outputs.render import JSON_NAME, write_reports
+from slogate.slo.outputs.render import JSON_NAME, headline, render_markdown, write_reports
 from slogate.slo.outputs.slack import DEFAULT_BUDGET_S, SlackNotifier, build_message, ci_run_url, reasons_to_notify
 
 log = logging.getLogger("slogate")
@@ -62,3 +63,20 @@ def publish(
     out.write(f"slogate: reports in {report_dir}/\n")
     out.flush()
     return report
+
+
+def write_failed(
+    report: Report, report_dir: str | Path, error: OSError, hint: str = "", out: TextIO | None = None
+) -> int:
+    """The reports could not be written (a full disk, a directory gone read-only, a path that is a
+    file): the verdict printed all the same, with one line on stderr saying what was lost (and
+    `hint`, what the user still has); exit 4. A live run's end and `slogate judge` both end here."""
+    out = out or sys.stdout
+    out.write("\n" + render_markdown(report))
+    out.flush()
+    sys.stderr.write(
+        f"slogate: error: cannot write the reports to {report_dir}/ ({error.strerror or error}); "
+        f"the verdict was {headline(report).removeprefix('slogate: ')}{'; ' + hint if hint else ''}\n"
+    )
+    sys.stderr.flush()
+    return exitcodes.SETUP_FAILED

@@ -81,8 +81,9 @@ def render_markdown(report: Report) -> str:
         lines.append(f"Measured by `{run.source}`; judged by slogate.")
     lines += [f"- {reason}" for reason in report.reasons]
     lines += [f"- Note: {note}" for note in run.notes]
-    if run.stopped is not None:
-        lines.append(f"- {run.stopped.line()}")
+    stopped = report.stop_line()
+    if stopped:
+        lines.append(f"- {stopped}")
     if report.slos:
         lines += ["", "| SLO | objective | observed | samples | result |", "|---|---|---|---|---|"]
         for r in report.slos:
@@ -128,10 +129,16 @@ def render_markdown(report: Report) -> str:
         if errors:
             lines.append("Failures by kind: " + ", ".join(f"{k} {v}" for k, v in errors.items()) + ".")
         if total.get("unfinished"):
+            waiting = total["unfinished_waiting"]
+            still = (
+                "1 was still waiting for its first token and counts in TTFT with the time it had waited"
+                if waiting == 1
+                else f"{waiting} were still waiting for their first token and count in TTFT with the time they "
+                "had waited"
+            )
             lines.append(
-                f"Unfinished (in flight when the run stopped; not failures): {total['unfinished']}; "
-                f"{total['unfinished_waiting']} were still waiting for their first token and count in TTFT "
-                "with the time they had waited (a lower bound)."
+                f"Unfinished (in flight when the run stopped; not failures): {total['unfinished']}; {still} "
+                "(a lower bound)."
             )
     lines += _goodput_markdown(report)
     server = report.server

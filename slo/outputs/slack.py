@@ -262,8 +262,9 @@ def build_message(report: Report, ci_url: str | None = None, report_path: str | 
         blocks.append(_section(_bounded_list("*Against the baseline:*", lines, see)))
     if report.reasons:
         blocks.append(_context(_bounded_list("*Why:*", [f"• {r}" for r in report.reasons], see)))
-    if run.stopped is not None:
-        blocks.append(_context(run.stopped.line()))
+    stopped = report.stop_line()
+    if stopped:
+        blocks.append(_context(stopped))
     mix = run.workload.prompt_mix
     if mix is not None:
         workload = (

@@ -80,6 +80,13 @@ class Gate:
         self.journal_greenlet: Any = None
         self.pending = MetricsStore()
         self.last_words = ""  # the verdict's headline and the reports' place, printed at Locust's very end
+        # The most users asked for or running at once in this run: the report's `users` (read at the
+        # end, Locust's own count is 0 once they have stopped). Each spawn's end tells it too, so
+        # that a stage of a load shape shorter than the journal's period counts.
+        self.peak_users = 0
+        events = getattr(environment, "events", None)
+        if events is not None:
+            events.spawning_complete.add_listener(self.note_users)
 
     @property
     def options(self) -> Any:
@@ -181,7 +188,22 @@ class Gate:
         shipped = getattr(self.options, GOODPUT_OPTION, None)
         return json.loads(shipped) if shipped else goodput_targets(self.spec)
 
+    def note_users(self, user_count: int = 0, **_: Any) -> None:
+        """Locust's `spawning_complete` (a master's: the users of every worker)."""
+        self.peak_users = max(self.peak_users, user_count)
+
+    def users(self) -> int | None:
+        """The most users of this run so far: the spawn target (Locust's `target_user_count`, which
+        outlives the stop) or the users running, whichever was higher at any look."""
+        runner = self.environment.runner
+        if runner is None:
+            return self.peak_users or None
+        now = max(getattr(runner, "user_count", 0) or 0, getattr(runner, "target_user_count", 0) or 0)
+        self.peak_users = max(self.peak_users, now)
+        return self.peak_users
+
     def start_listening(self) -> None:
+        self.peak_users = 0
         targets = self.goodput_targets()
         if not self.is_worker and self.options is not None:
             setattr(self.options, GOODPUT_OPTION, json.dumps(targets) if targets else "")
@@ -227,7 +249,7 @@ class Gate:
             mode="master" if self.is_master else "local",
             workers=len(workers) if self.is_master else 1,
             workers_complete=len(self.workers_flushed) if self.is_master else 1,
-            users=getattr(runner, "user_count", None),
+            users=self.users(),
             slo_file=self.spec.source if self.spec else None,
             processes=max(1, len(workers)) if self.is_master else 1,
             cpu_warning=bool(
