@@ -4,13 +4,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# The web UI test drives a real headless Chromium (Debian's build and its driver).
+# Debian packages some tests drive, installed as root (one apt-get), skipped with the reason otherwise:
+# the web UI test drives a real headless Chromium and its driver, the Prometheus tests a real
+# prometheus and promtool (started by the tests on free ports).
+missing=() why=()
 if ! command -v chromedriver >/dev/null 2>&1; then
+  missing+=(chromium chromium-driver) why+=("chromium and its driver (the web UI test)")
+fi
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  missing+=(prometheus) why+=("prometheus and promtool (the Prometheus tests)")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >.venv/apt.log 2>&1 \
-      || { tail -20 .venv/apt.log >&2; echo "slogate: error: installing chromium failed" >&2; exit 4; }
+    echo "slogate: installing Debian's $(IFS=,; echo "${why[*]}" | sed 's/,/, /g') with apt-get (once)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}") >.venv/apt.log 2>&1 \
+      || { tail -20 .venv/apt.log >&2; echo "slogate: error: installing ${missing[*]} failed (log: .venv/apt.log)" >&2; exit 4; }
+    # The package's own service (port 9090) is not wanted where systemd started it.
+    if [ -d /run/systemd/system ] && systemctl is-enabled --quiet prometheus 2>/dev/null; then
+      systemctl disable --now prometheus >>.venv/apt.log 2>&1 || true
+    fi
   else
-    echo "slogate: chromium/chromedriver missing and not root: the browser test will be skipped" >&2
+    echo "slogate: ${missing[*]} missing and not root: the tests that need them will be skipped" >&2
   fi
 fi
 .venv/bin/slogate setup-cpu
@@ -18,4 +33,7 @@ fi
 .venv/bin/ruff format --check .
 export SLOGATE_REQUIRE_VLLM=1
 if command -v chromedriver >/dev/null 2>&1; then export SLOGATE_REQUIRE_BROWSER=1; fi
-.venv/bin/python -m pytest "$@"
+if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
+  export SLOGATE_REQUIRE_PROMETHEUS=1
+fi
+.venv/bin/python -m pytest --durations=15 "$@"

@@ -13,7 +13,9 @@ No Helm binary and no API server are available to the test suite (kubectl is the
 - every container command is run through slogate's own Locust parser, with no `-f` supplied.
 - Prometheus: both routes' masters serve /slo/metrics on the port their Service exposes, and the
   ServiceMonitor examples (comments in the manifests) select that Service and port; every query of
-  the Grafana dashboard names a metric slogate's exposition or vLLM 0.32 (a recorded scrape) has.
+  the Grafana dashboard names a metric slogate's exposition or vLLM 0.32 (a recorded scrape) has;
+  the PrometheusRule holds the alerting rules file's rules, which read only series and states
+  slogate exports (promtool and a real Prometheus run them: tests/test_prometheus_real.py).
 """
 
 from __future__ import annotations
@@ -526,3 +528,41 @@ def test_the_vllm_name_list_is_that_of_the_recorded_vllm_scrapes() -> None:
     for scrape in scrapes:
         families = text_string_to_metric_families(scrape.read_text())
         assert {s.name for f in families for s in f.samples if s.name.startswith("vllm:")} == listed, scrape.name
+
+
+# ---------------------------------------------------------------- Prometheus: the alerting rules
+
+RULES = DEPLOY / "prometheus"
+ALERTS = {"SlogateSLOBreach", "SlogateRunInconclusive", "SlogateClientSaturated"}
+
+
+def alerting_rules() -> dict[str, dict]:
+    groups = yaml.safe_load((RULES / "slogate-rules.yaml").read_text())["groups"]
+    return {r["alert"]: r for g in groups for r in g["rules"]}
+
+
+def test_the_prometheusrule_holds_the_same_rules_as_the_rules_file() -> None:
+    """deploy/prometheus/prometheusrule.yaml is slogate-rules.yaml for the Prometheus Operator:
+    the same groups, nothing added (tests/test_prometheus_real.py runs promtool on both)."""
+    resource = yaml.safe_load((RULES / "prometheusrule.yaml").read_text())
+    assert resource["apiVersion"] == "monitoring.coreos.com/v1" and resource["kind"] == "PrometheusRule"
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", resource["metadata"]["name"])
+    assert resource["spec"] == yaml.safe_load((RULES / "slogate-rules.yaml").read_text())
+    assert set(alerting_rules()) == ALERTS
+
+
+def test_every_alerting_rule_reads_series_and_states_slogate_exports() -> None:
+    """Each rule's metric names against an exposition of a full report, and the states and verdicts
+    its selectors name against slogate's own (a renamed state would silence an alert, not fail it)."""
+    from slogate.slo.gate.verdict import Outcome, Verdict
+
+    from tests.test_prometheus import sample_names
+
+    ours = sample_names()
+    values = {"state": {str(o) for o in Outcome}, "verdict": {str(v) for v in Verdict}}
+    for name, rule in alerting_rules().items():
+        names = METRIC_NAME.findall(rule["expr"])
+        assert names and set(names) <= ours, f"{name}: {set(names) - ours} not exported by slogate"
+        for label, value in re.findall(r'(\w+)="([^"]*)"', rule["expr"]):
+            assert value in values[label], f"{name}: {label}={value!r} is no slogate {label}"
+        assert rule["labels"]["severity"] in ("critical", "warning") and rule["annotations"]["summary"], name

@@ -176,6 +176,15 @@ def test_the_exposition_parses_and_says_what_the_report_says() -> None:
     assert data["verdict"] == "fail" and value(samples, "slogate_verdict", verdict="fail") == 1
 
 
+def test_the_self_checks_saturation_is_a_gauge() -> None:
+    """`slogate_client_saturated`, which the SlogateClientSaturated alert reads
+    (deploy/prometheus/slogate-rules.yaml): the report's own flag, 0 or 1."""
+    report = full_report()
+    assert value(parse(exposition(report)[0].decode()), "slogate_client_saturated") == 0
+    report.saturated = True
+    assert value(parse(exposition(report)[0].decode()), "slogate_client_saturated") == 1
+
+
 def test_openmetrics_is_served_when_asked_for() -> None:
     body, content_type = exposition(full_report(), "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")

@@ -137,6 +137,11 @@ def _judgement(report: Report) -> Iterator[Metric]:
     for v in Verdict:
         verdict.add_metric([str(v)], 1 if report.verdict == v else 0)
     yield verdict
+    yield GaugeMetricFamily(
+        PREFIX + "client_saturated",
+        "1 while the load generator's self-check finds it saturated or starved: its latencies include its own delay",
+        1 if report.saturated else 0,
+    )
     started = from_utc_iso(report.run.started_at)
     if started is not None:
         yield GaugeMetricFamily(PREFIX + "run_start_time_seconds", "When the current run started (Unix time)", started)
