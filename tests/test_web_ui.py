@@ -105,6 +105,11 @@ def test_status_endpoint_and_reset_stats(web_ui: str) -> None:
 def test_the_stop_button_ends_the_run_as_the_user_decided_and_the_report_says_so(fault_server, tmp_path) -> None:
     proc, url = start_web_ui(fault_server, tmp_path)
     try:
+        typo = f"user_count=2&spawn_rate=2&host={fault_server.removeprefix('http://')}".encode()
+        with urllib.request.urlopen(urllib.request.Request(url + "/swarm", data=typo), timeout=10) as resp:
+            refused = json.loads(resp.read())
+        assert not refused["success"] and "has no scheme: did you mean http://" in refused["message"], refused
+        assert json.loads(get(url + "/stats/requests")[1])["state"] == "ready"  # no run started against it
         start = urllib.request.Request(url + "/swarm", data=b"user_count=2&spawn_rate=2", method="POST")
         urllib.request.urlopen(start, timeout=10).read()
         deadline = time.monotonic() + 30

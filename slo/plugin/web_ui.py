@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from slogate.slo.gate.option_values import OptionError, check_host
 from slogate.slo.gate.report import Report
 from slogate.slo.outputs.html import ASSETS, render_html, script_json
 from slogate.slo.outputs.html_run import percent
@@ -139,7 +140,7 @@ def install(
     `series()` the live chart's data (slo/outputs/charts.py, `live_chart_data`). `bare_host(url)`
     keeps the credentials of a host typed into the form and returns it without them; `on_stop()`
     is called when the page's Stop (Locust's `/stop`) is asked for: the run is then stopped by hand."""
-    from flask import Response, abort, request
+    from flask import Response, abort, jsonify, request
     from werkzeug.datastructures import ImmutableMultiDict
 
     web_ui.template_args.update(
@@ -220,6 +221,10 @@ def install(
         @functools.wraps(swarm)
         def swarm_without_credentials(*args: Any, **kwargs: Any) -> Any:
             if request.form.get("host"):
+                try:  # as on the command line: no load against a host typed without its scheme
+                    check_host(request.form["host"], option="host")
+                except OptionError as e:
+                    return jsonify({"success": False, "message": str(e), "host": bare_host(request.form["host"])})
                 form = request.form.copy()
                 form["host"] = bare_host(form["host"])
                 request.form = ImmutableMultiDict(form)  # werkzeug caches the parsed form: replace it
