@@ -37,9 +37,10 @@ def dies_with_this_process() -> Callable[[], None] | None:
     prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def arm() -> None:  # runs in the child, between fork and exec
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler (`slogate demo`'s), until exec
         prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # the parent died before the line above: no signal will come
-            os.kill(os.getpid(), signal.SIGTERM)
+            os._exit(1)  # nothing started yet, no load sent
 
     return arm
 

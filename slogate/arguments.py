@@ -15,6 +15,7 @@ from typing import NoReturn
 from slogate.launch.locust_command import locustfile_path
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.option_values import RULES, OptionError, check_duration, check_number
+from slogate.slo.gate.report import public_command
 
 # The subcommands that pass what follows `--` to Locust say so in their usage line, and in their
 # help's first lines where those options are listed.
@@ -73,13 +74,13 @@ def duration(text: str) -> str:
 def unrecognized(command: str, ours: list[str], unknown: list[str], locust_args: list[str]) -> int:
     """Options the subcommand does not take; for those that pass options to Locust, the command
     line with them after `--`, where Locust's and slogate's workload and gate options go."""
-    message = f"unrecognized arguments: {' '.join(unknown)}"
+    message = f"unrecognized arguments: {public_command(unknown)}"
     if command not in LOCUST_ARGS_COMMANDS:
         return fail(f"{message} (`slogate {command} --help`)", exitcodes.USAGE)
     rest = list(ours)
     for token in unknown:
         rest.remove(token)
-    fixed = " ".join(["slogate", *rest, "--", *unknown, *locust_args])
+    fixed = public_command(["slogate", *rest, "--", *unknown, *locust_args])  # no secret of a --host shown
     return fail(f"{message}; Locust's and the workload's options go after `--`: {fixed}", exitcodes.USAGE)
 
 

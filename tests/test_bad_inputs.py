@@ -15,6 +15,7 @@ import slogate.slo.plugin  # noqa: F401  (with the three above: every option a s
 from locust.argument_parser import get_parser
 from slogate.launch.locust_command import locust_argv, locustfile_path
 from slogate.slo.gate import exitcodes
+from slogate.slo.gate.option_values import check_host
 
 from slogate.cli import main
 
@@ -29,7 +30,11 @@ LOCUST_CASES = [
     (["--host", "http://localhost:0"], "--host", "port must be a number"),
     (["--host", "http://localhost:abc"], "--host", "port must be a number"),
     (["--host", "http://"], "--host", "has no host name"),
+    (["--host", "http://[::1"], "--host", "not a URL (Invalid IPv6 URL)"),
+    (["--host", "http://[abc]:80"], "--host", "not a URL"),
     (["--host", "user:s3cret@localhost:8000"], "--host", "has no scheme"),
+    (["--api-keyy=s3cret"], "unrecognized arguments: '--api-keyy=***'", "did you mean"),  # a typo hides nothing less
+    (["--api-keyy", "s3cret"], "unrecognized arguments: --api-keyy", "did you mean"),  # its value: a user class
     (["--users", "-3"], "--users -3", "must be >= 1"),
     (["--users", "0"], "--users 0", "must be >= 1"),
     (["--users", "abc"], "--users", "invalid int value: 'abc'"),
@@ -104,12 +109,15 @@ def test_good_input_parses(tmp_path: Path) -> None:
     assert opts.num_users == 4 and opts.run_time == 60 and opts.arrival_rate == 0.5
     assert get_parser().parse_args([]).host is None  # a web UI run takes the host from its form
     assert get_parser().parse_args(["--headless"]).host is None  # a locustfile's User class may name it
+    for host in ("http://[::1]:8000", "https://h.example/v1", "http://u:pw@10.0.0.1:8000/prefix/"):
+        check_host(host)  # IPv6, https, a path prefix, credentials: all a base URL may be
 
 
 # (slogate's arguments, what the line says)
 CLI_CASES = [
     (["capacity", "--host", "localhost:8123", "--slo-file", "S"], "did you mean http://localhost:8123?"),
     (["capacity", "--host", "ftp://h", "--slo-file", "S"], "--host ftp://h: the scheme must be http or https"),
+    (["capacity", "--host", "http://[::1", "--slo-file", "S"], "--host http://[::1: not a URL"),
     (["capacity", "--host", "http://h", "--rate-start", "abc"], "argument --rate-start: invalid float value"),
     (["capacity", "--host", "http://h", "--max-steps", "x"], "argument --max-steps: invalid int value"),
     (["capacity", "--host", "http://h", "--port", "0"], "argument --port: '0' is no port"),
@@ -129,6 +137,7 @@ CLI_CASES = [
         "options go after `--`: slogate run --host http://h -- --users 4 --run-time 5s",
     ),
     (["capacity", "--host", "http://h", "--turns", "2"], "--host http://h -- --turns 2"),
+    (["run", "--host", "http://u:s3cret@h", "--users", "4"], "slogate run --host http://h -- --users 4"),
 ]
 
 
@@ -146,7 +155,7 @@ def test_slogates_own_options_are_refused_in_one_line(
         code = e.code
     assert code == exitcodes.USAGE
     captured = capsys.readouterr()
-    assert says in one_error_line(captured.err, captured.out)
+    assert says in one_error_line(captured.err, captured.out) and "s3cret" not in captured.err + captured.out
 
 
 def test_slogate_run_help_says_where_the_workload_and_gate_options_are(capsys: pytest.CaptureFixture[str]) -> None:
@@ -182,7 +191,7 @@ def test_the_groups_keep_the_options_in_the_web_ui_form() -> None:
     [
         (["--host", "localhost:{port}"], ["--model", "tokens=3", "--users", "2"], "did you mean http://localhost:"),
         (["--host", "{url}"], ["--users", "abc"], "argument -u/--users: invalid int value: 'abc'"),
-        (["--host", "{url}"], ["--processes", "-2"], "--processes -2: must be >= 1"),
+        (["--host", "{url}"], ["--processes", "-2"], "--processes -2: must be >= 0"),
     ],
     ids=["no-scheme", "users-abc", "processes"],
 )

@@ -110,9 +110,13 @@ def scripted() -> Iterator[Callable[..., ScriptedServer]]:
 IDLE_S = 0.05  # the tests' `IDLE_CLOSE_MIN_S`, so that a connection idles past it in no time
 
 
+CLOSE_DELAY_S = 0.3  # the scripted servers' close: late enough to tell the clocks apart
+
+
 @pytest.fixture(autouse=True)
 def short_idle_close(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(users, "IDLE_CLOSE_MIN_S", IDLE_S)
+    monkeypatch.setattr(users, "RESEND_WINDOW_S", CLOSE_DELAY_S + 0.2)
 
 
 def call_after_idling(h: Harness, n: int) -> list[RequestRecord]:
@@ -130,7 +134,7 @@ def retried(h: Harness) -> list[dict[str, Any]]:
 def test_a_request_whose_kept_alive_connection_closed_before_any_byte_is_resent_once(scripted: Any) -> None:
     # The server reads the second request on the kept-alive connection and closes it 300 ms later
     # without a byte: as a close that crossed the request on the wire, but observable.
-    server = scripted(["answer", "close"], close_delay_s=0.3)
+    server = scripted(["answer", "close"], close_delay_s=CLOSE_DELAY_S)
     h = Harness(ChatStreamUser, server.url, "m")
     records = call_after_idling(h, 2)
     assert [r.error_kind for r in records] == [None, None], [r.error_message for r in records]
@@ -144,7 +148,7 @@ def test_a_request_whose_kept_alive_connection_closed_before_any_byte_is_resent_
 
 
 def test_an_open_loop_request_keeps_its_scheduled_clock_through_a_resend(scripted: Any) -> None:
-    server = scripted(["answer", "close"], close_delay_s=0.3)
+    server = scripted(["answer", "close"], close_delay_s=CLOSE_DELAY_S)
     h = Harness(OpenLoopChatUser, server.url, "m")
     for _ in range(2):
         h.user._dispatch(h.user.workload.next_request(h.user.rng), time.perf_counter())
@@ -161,15 +165,18 @@ def test_an_open_loop_request_keeps_its_scheduled_clock_through_a_resend(scripte
         ([["close"]], True),  # a new connection closed: the server's failure
         ([["answer", "partial"]], True),  # a byte of the answer came: it reached the server
         ([["answer", "close"]], False),  # a connection in continuous use: not an idle close
+        ([["answer", "close"]], "late"),  # closed long after the send: it may have reached the server
     ],
-    ids=["new-connection", "after-a-byte", "in-continuous-use"],
+    ids=["new-connection", "after-a-byte", "in-continuous-use", "late-close"],
 )
-def test_a_close_on_a_new_connection_in_use_or_after_a_byte_fails_and_is_never_resent(
-    scripted: Any, scripts: list[list[str]], idle: bool, monkeypatch: pytest.MonkeyPatch
+def test_a_close_on_a_new_connection_in_use_late_or_after_a_byte_fails_and_is_never_resent(
+    scripted: Any, scripts: list[list[str]], idle: bool | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not idle:  # requests back to back: idle far below the limit, however busy the machine
         monkeypatch.setattr(users, "IDLE_CLOSE_MIN_S", 1.0)
-    server = scripted(*scripts)
+    if idle == "late":
+        monkeypatch.setattr(users, "RESEND_WINDOW_S", CLOSE_DELAY_S / 3)
+    server = scripted(*scripts, close_delay_s=CLOSE_DELAY_S if idle == "late" else 0.0)
     h = Harness(ChatStreamUser, server.url, "m")
     records = call_after_idling(h, len(scripts[0])) if idle else h.call(len(scripts[0]))
     assert records[-1].error_kind is ErrorKind.CONNECT

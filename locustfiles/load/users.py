@@ -18,9 +18,10 @@ A server closes a kept-alive connection that idled past its limit (uvicorn, so v
 application. `KeptAlivePool` (locustfiles/load/connections.py) keeps that from failing a healthy
 run: the client closes a connection idle for `KEEPALIVE_EXPIRY_S` itself, before the server's
 limit (as browsers and httpx do), and a request whose connection had idled in the pool for
-`IDLE_CLOSE_MIN_S` or more and closed before any byte of an answer came is sent once more on a new
-connection (a `RETRIED <class>` row in Locust's table, never a failure). A close on a new
-connection, on one in continuous use (an idle close meets only an idle connection) or after any
+`IDLE_CLOSE_MIN_S` or more and closed before any byte of an answer came, within `RESEND_WINDOW_S`
+of its send, is sent once more on a new connection (a `RETRIED <class>` row in Locust's table,
+never a failure). A close on a new connection, on one in continuous use (an idle close meets only
+an idle connection), a late one (a server that died with the request read) or one after any
 byte of the answer is the server's failure, and counts.
 """
 
@@ -65,6 +66,10 @@ UNREACHABLE_BACKOFF_S = 0.1  # a closed-loop user's pause after a request that c
 # Servers' idle limits are a second or more (uvicorn's option takes whole seconds, gunicorn's is
 # 2 s): a connection that idled less than this was not closed for idling.
 IDLE_CLOSE_MIN_S = 0.5
+# An idle close crosses the request on the wire: its end of stream comes back within a round trip
+# of the send. One later may be a server that read the request and died before answering (an OOM
+# kill): that request may have reached the application, and is the server's failure, never resent.
+RESEND_WINDOW_S = 0.25
 RETRIED_TYPE = "RETRIED"  # Locust's table: requests resent after a keep-alive close, not failures
 
 
@@ -194,16 +199,17 @@ class SseChatUser(ChatUser):
         """POST `body` and return the response once its headers have come. When the server closed a
         connection that had idled in the pool for `IDLE_CLOSE_MIN_S` or more before any byte of an
         answer (`HTTPConnectionClosed`: end of stream or a reset before the status line, the send's
-        EPIPE included), it closed it for idling and the request never reached the application: it
-        goes once more on a new connection. geventhttpclient resends no POST."""
+        EPIPE included), within `RESEND_WINDOW_S` of the send, it closed it for idling and the
+        request never reached the application: it goes once more on a new connection.
+        geventhttpclient resends no POST."""
         attempt = time.perf_counter()
         try:
             return self.http.request("POST", self.path, body=body, headers=self.headers)
         except HTTPConnectionClosed:
             idled_s = self.connections.idled_s
-            if idled_s is None or idled_s < IDLE_CLOSE_MIN_S:
-                raise  # a new connection, or one in continuous use, closed: the server's failure
-        now = time.perf_counter()
+            now = time.perf_counter()
+            if idled_s is None or idled_s < IDLE_CLOSE_MIN_S or now - attempt > RESEND_WINDOW_S:
+                raise  # a new connection, one in continuous use, or a late close: the server's failure
         self.environment.events.request.fire(
             request_type=RETRIED_TYPE,
             name=timer.request_class,

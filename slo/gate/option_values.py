@@ -20,9 +20,12 @@ class OptionError(ValueError):
 
 
 def _shown(url: str) -> str:
-    """`url` as an error may show it: never the credentials of `user:password@`."""
-    userinfo, at, rest = url.rpartition("@")
-    return f"***@{rest}" if at and userinfo else url
+    """`url` as an error may show it: never the credentials of `user:password@` (its scheme and
+    path as typed)."""
+    scheme, sep, rest = url.partition("://") if "://" in url else ("", "", url)
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    return f"{scheme}{sep}{'***@' + host if at and userinfo else authority}{slash}{path}"
 
 
 def check_host(url: str | None, required: bool = True, option: str = "--host") -> None:
@@ -37,15 +40,18 @@ def check_host(url: str | None, required: bool = True, option: str = "--host") -
         raise OptionError(f"{option} {shown} is a path, not a server: give its base URL, e.g. http://localhost:8000")
     if "://" not in url:
         raise OptionError(f"{option} {shown} has no scheme: did you mean http://{shown}?")
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in SCHEMES:
-        raise OptionError(f"{option} {shown}: the scheme must be http or https, e.g. http://localhost:8000")
-    if not parts.hostname:
-        raise OptionError(f"{option} {shown} has no host name, e.g. http://localhost:8000")
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:  # an unclosed `[`, a bracketed host that is no IP address
+        raise OptionError(f"{option} {shown}: not a URL ({e}), e.g. http://localhost:8000") from None
     try:
         port = parts.port
     except ValueError:  # not a number, or beyond 65535
         port = 0
+    if parts.scheme.lower() not in SCHEMES:
+        raise OptionError(f"{option} {shown}: the scheme must be http or https, e.g. http://localhost:8000")
+    if not parts.hostname:
+        raise OptionError(f"{option} {shown} has no host name, e.g. http://localhost:8000")
     if port == 0 or (port is None and parts.netloc.endswith(":")):
         raise OptionError(f"{option} {shown}: the port must be a number from 1 to 65535")
 
@@ -78,7 +84,7 @@ RULES: dict[str, Rule] = {
     # Locust's own
     "num_users": at_least("--users", 1, "users"),
     "run_time": positive("--run-time", "a duration, e.g. 60s or 5m"),
-    "processes": Rule("--processes", lambda v: v == -1 or v >= 0, ">= 1 processes, or -1 for one per CPU"),
+    "processes": Rule("--processes", lambda v: v == -1 or v >= 0, ">= 0 processes (0: none), or -1 for one per CPU"),
     "web_port": port("--web-port"),
     "master_port": port("--master-port"),
     "master_bind_port": port("--master-bind-port"),
@@ -130,7 +136,7 @@ def check_options(opts: Any) -> None:
 def check_duration(flag: str, text: str) -> int:
     """Seconds of a Locust duration (`--run-time`'s grammar: 90, 90s, 5m, 1h30m); OptionError for
     one Locust would refuse or that is not > 0. For options the CLI passes on to Locust later."""
-    match = re.fullmatch(r"(\d+)|(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
+    match = re.fullmatch(r"(\d+)|(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
     seconds = 0
     if match and text.strip():
         plain, hours, minutes, secs = (int(g) if g else 0 for g in match.groups())

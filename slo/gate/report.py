@@ -52,20 +52,23 @@ def public_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-# Words that make an option's value a secret, wherever they stand in its name (`--api-key`,
-# `--web-auth`, `--client-secret`, `--slack-webhook-url`), and any word ending in "token" (`--token`,
-# `--bot-token`, `--authToken`): a credential, where "tokens" is a count (`--max-tokens`).
-_SECRET_WORDS = frozenset(
-    {"key", "apikey", "auth", "authorization", "password", "passwd", "passphrase", "secret", "webhook",
-     "credential", "credentials"}
-)  # fmt: skip
+# An option's value is a secret when a word of its name (split at -, _ and camelCase humps) holds one
+# of these anywhere (`--client-secret`, `--clientSecret`, `--dbPassword`, `--secretkey`,
+# `--slack-webhook-url`), is one of the short words (`--key`, `--web-auth`), or ends in "token"
+# (`--token`, `--bot-token`, `--authToken`): a credential, where "tokens" is a count (`--max-tokens`)
+# and `--tokenizer`, `--author` or `--keep-alive` hold none.
+_SECRET_PARTS = ("secret", "passw", "passphrase", "apikey", "webhook", "credential", "bearer", "cookie", "privatekey")
+_SECRET_WORDS = frozenset({"key", "keys", "auth", "authorization"})
 REDACTED = "***"
 
 
 def is_secret_option(name: str) -> bool:
     """Whether the option `name` (`--api-key`; not `--max-tokens`) holds a secret."""
-    words = re.split(r"[-_]+", name.lstrip("-").lower())
-    return any(word in _SECRET_WORDS or word.endswith("token") for word in words)
+    words = re.split(r"[-_]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name.lstrip("-")).lower())
+    joined = "".join(words)  # `--api-key`, `--private_key` as one word
+    return any(part in joined for part in _SECRET_PARTS) or any(
+        word in _SECRET_WORDS or word.endswith("token") for word in words
+    )
 
 
 def public_command(argv: Sequence[str]) -> str:

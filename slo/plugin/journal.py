@@ -98,12 +98,14 @@ def flush_journal(gate: Gate, block: bool = False, complete: bool = False) -> No
         log.warning(
             "slogate: cannot append to the journal %s (%s): removed; a killed run would leave nothing", writer.path, e
         )
+        if gate.journal is not writer:  # a reset has opened a new one since, at the same path: keep it
+            writer.close()
+            return
         writer.discard()
-        if gate.journal is writer:  # not one a reset has opened since
-            # Not close_journal: called from the periodic greenlet, it would kill that greenlet, so
-            # itself, half-way; the greenlet ends by itself at its next look.
-            gate.journal = None
-            gate.listener.tap = None
+        # Not close_journal: called from the periodic greenlet, it would kill that greenlet, so
+        # itself, half-way; the greenlet ends by itself at its next look.
+        gate.journal = None
+        gate.listener.tap = None
 
 
 def _take_pending(gate: Gate) -> MetricsStore:

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.judge import usage_error
 from slogate.slo.gate.option_values import OptionError, check_host, check_options
-from slogate.slo.gate.report import RunInfo, public_url
+from slogate.slo.gate.report import RunInfo, public_command, public_url
 from slogate.slo.outputs.render import write_reports
 
 HELP_HINT = "every option: `slogate run -- --help`"
@@ -66,7 +66,7 @@ def guard(parser: Any) -> None:
     given: list[str] = []  # the command line being parsed, for the report of an error in it
 
     def error(message: str) -> NoReturn:
-        message = f"{message}{_suggestion(parser, message)}"
+        message = f"{_public(message)}{_suggestion(parser, message)}"
         if "--worker" not in given:  # a worker's report would be nobody's
             _write_report(_report_dir(given) or parser.get_default("slo_report_dir"), None, message)
         _exit(f"{message} ({HELP_HINT})")
@@ -84,6 +84,13 @@ def guard(parser: Any) -> None:
 
     parser.error = error
     parser.parse_args = parse_args
+
+
+def _public(message: str) -> str:
+    """An argparse message fit for stderr and the report: the arguments it quotes (`unrecognized
+    arguments: --api-keyy s3cret`) as `public_command` shows a command line, secrets masked."""
+    head, found, rest = message.partition("unrecognized arguments:")
+    return f"{head}{found} {public_command(rest.split())}" if found else message
 
 
 def _suggestion(parser: Any, message: str) -> str:

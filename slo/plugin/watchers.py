@@ -5,7 +5,9 @@ Locust's per-second counts on long runs, and, on a worker, its master gone."""
 from __future__ import annotations
 
 import logging
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -24,9 +26,11 @@ from slogate.slo.plugin.listener import LOCUST_RATE_KEEP_S, trim_rate_counts
 log = logging.getLogger("slogate")
 BREACH_CHECK_S = 2.0  # how often --slo-abort-on-fail judges the window
 DECISION_CHECK_S = 1.0  # how often --slo-stop-when-decided looks (its bounds hold at any look)
-# A worker whose master has not answered its heartbeats (sent every second) for this long stops its
-# load: the request that reaches the server last does so at most ~2.2 s after the master's death.
-MASTER_SILENCE_S = 2.0
+# A worker on another machine whose master has not answered its heartbeats (sent every second) for
+# this long stops its load (Locust's own limit is 60 s). Not shorter: a master's loop can stall for a
+# second or two on a loaded machine (a report built, a collection), and a healthy run must not lose
+# its workers. A forked worker (`--processes`) sees its master's death at once (`forked_by`).
+MASTER_SILENCE_S = 5.0
 MASTER_CHECK_S = 0.2
 
 
@@ -189,25 +193,44 @@ def silence_reason(probe: str | None, total: ClassMetrics, elapsed_s: float, lim
     )
 
 
+def forked_by() -> int | None:
+    """The pid of the Locust process that forked this worker (`--processes`), else None. A fork
+    keeps the command line: a worker whose parent's is its own was forked by it, and is orphaned
+    the moment its parent pid changes. A worker started on its own (`--worker`, from a shell that
+    may well exit) has only the heartbeats."""
+    parent = os.getppid()
+    try:
+        same = Path(f"/proc/{parent}/cmdline").read_bytes() == Path("/proc/self/cmdline").read_bytes()
+    except OSError:  # no /proc (not Linux)
+        return None
+    return parent if same else None
+
+
 def watch_master(gate: Gate) -> None:
-    """A worker's load, while it runs, stops once its master has not answered a heartbeat for
-    `MASTER_SILENCE_S` (Locust's own check waits 60 s). A master killed outright (SIGKILL, the OOM
-    killer, its machine gone) closes no connection a worker could see, and the forked workers of
-    `--processes` are not its only ones (`--worker --master-host` on other machines): the
-    heartbeats are what every worker has. Only time this greenlet was awake on schedule counts as
-    silence: a worker whose own loop stalled may have the master's answers waiting unread."""
+    """A worker's load, while it runs, stops once its master is gone: at once for the forked workers
+    of `--processes` (their parent pid changes), and for any worker once the master has not answered
+    a heartbeat for `MASTER_SILENCE_S` (Locust's own check waits 60 s): a master killed outright
+    (SIGKILL, the OOM killer, its machine gone) closes no connection a worker could see. Only time
+    this greenlet was awake on schedule counts as silence: a worker whose own loop stalled may have
+    the master's answers waiting unread."""
     runner = gate.environment.runner
+    parent = forked_by()
     heard = runner.last_heartbeat_timestamp
     silent_s, last = 0.0, time.monotonic()
     while True:
         gevent.sleep(MASTER_CHECK_S)
         now = time.monotonic()
         step, last = now - last, now
-        if runner.last_heartbeat_timestamp != heard:
+        if parent is not None and os.getppid() != parent:
+            gone = "its master process is gone"
+        elif runner.last_heartbeat_timestamp != heard:
             heard, silent_s = runner.last_heartbeat_timestamp, 0.0
             continue
-        silent_s += min(step, 2 * MASTER_CHECK_S)
-        if silent_s > MASTER_SILENCE_S:
-            log.error("slogate: the master has not answered for %.0f s: this worker stops its load and exits", silent_s)
-            gevent.spawn(quit_orphan, gate.environment)  # not from here: the stop kills this greenlet
-            return
+        else:
+            silent_s += min(step, 2 * MASTER_CHECK_S)
+            if silent_s <= MASTER_SILENCE_S:
+                continue
+            gone = f"the master has not answered for {silent_s:.0f} s"
+        log.error("slogate: %s: this worker stops its load and exits", gone)
+        gevent.spawn(quit_orphan, gate.environment)  # not from here: the stop kills this greenlet
+        return
