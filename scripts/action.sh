@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The logic of the composite GitHub Action (action.yml): install slogate, run the gate, and hand
-# the verdict and exit code to the workflow. Tested by tests/test_action.py with fake `pip` and
+# the verdict and exit code to the workflow. Tested by tests/cli/test_action.py with fake `pip` and
 # `slogate` executables (no network).
 #
 # Inputs (environment): INPUT_HOST (required), INPUT_SLO_FILE, INPUT_CONFIG, INPUT_LOCUST_ARGS

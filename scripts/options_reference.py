@@ -1,6 +1,6 @@
 """Writes docs/options.md, the options reference, from the argument parsers themselves: every
 option the Locust plugin and the locustfiles register (`init_command_line_parser`) and every
-`slogate` subcommand's, with its default and help text. A test (tests/test_docs.py) fails when
+`slogate` subcommand's, with its default and help text. A test (tests/e2e/test_docs.py) fails when
 the page and the parsers differ, so the reference cannot drift from the code.
 
     .venv/bin/python scripts/options_reference.py           # writes docs/options.md

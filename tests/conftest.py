@@ -23,6 +23,7 @@ from slogate.launch.locust_command import locust_argv, locustfile_path
 from slogate.launch.server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"  # recorded streams, scrapes, reports, traces
 LOCUSTFILE = locustfile_path("chat")
 
 
@@ -122,7 +123,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real vLLM CPU server with the tiny generated model, started once per session.
 
     Skipped when vLLM is not installed, unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then missing
-    vLLM is a failure, never a silent skip. Not validated here: tests/test_validate.py checks the
+    vLLM is a failure, never a silent skip. Not validated here: tests/launch/test_validate.py checks the
     built-in profiles with the installed parser.
     """
     launched = start_cpu_tiny(tmp_path_factory.mktemp("vllm") / "log")

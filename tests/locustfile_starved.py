@@ -1,7 +1,7 @@
 """A deliberately starved load generator: the open-loop chat user plus a user that hogs the CPU
-without yielding (tests/test_open_loop.py checks that this is reported as inconclusive, not a
+without yielding (tests/load/test_open_loop.py checks that this is reported as inconclusive, not a
 fail). The hog makes sends late against their schedule, which counts in TTFT; a late *read* would
-not (the kernel's receive stamps keep it out, tests/test_users.py)."""
+not (the kernel's receive stamps keep it out, tests/load/test_users.py)."""
 
 import time
 

@@ -17,7 +17,7 @@ per process; here a block depends only on (nonce, hash id), so every `--processe
 the same text for the same id. Distinct ids give distinct blocks: each block starts with its id
 written in a prefix-free code of the same words.
 
-Checked with vLLM's tokenizer (tests/test_trace.py, vllm-marked): the sample trace's prompts are
+Checked with vLLM's tokenizer (tests/load/test_trace.py, vllm-marked): the sample trace's prompts are
 exactly `input_length` tokens through `/tokenize`, requests share exactly their common blocks'
 tokens (inside the chat template too), and sent one at a time to vLLM they hit its prefix cache
 at the rate `implied_prefix_cache` gives, within 2 points (120 requests: 0.501 implied, 0.494

@@ -2,5 +2,5 @@
 regressions against a baseline, the self-check, sequential bounds, and the typed `Report`.
 
 Pure: it may import numpy, hdrh, PyYAML and prometheus-client's parser, never Locust or gevent,
-and nothing of `slo.outputs`, `slo.plugin`, `launch` or `locustfiles` (tests/test_layout.py).
+and nothing of `slo.outputs`, `slo.plugin`, `launch` or `locustfiles` (tests/e2e/test_layout.py).
 """

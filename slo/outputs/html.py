@@ -13,7 +13,7 @@ self-check, the workload and the exact command.
 The figures come from the report alone (its measurements, interval histograms included, and its
 server series), so `slogate judge` on a saved report draws the same page. Size: the page carries
 per-interval percentiles, not histograms; a one-hour run (720 intervals of 5 s, 3 classes, a
-scrape every 2 s) is about 0.35 MB (tests/test_html_report.py measures it).
+scrape every 2 s) is about 0.35 MB (tests/outputs/test_html_report.py measures it).
 
 `write_html(reports, path)` takes one `Report` or several (`{name: Report}`, e.g. the profiles
 of `slogate compare`): several reports get a comparison table and overlaid charts first, then

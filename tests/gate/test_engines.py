@@ -2,8 +2,6 @@
 and TGI's (built from their source at 0.5.23 and 3.3.7, tests/data/metrics/make_fixtures.py), and
 from a server that is none of them."""
 
-from pathlib import Path
-
 import pytest
 from slogate.slo.gate.engines import SGLANG, TGI, UNKNOWN, VLLM, detect, title
 from slogate.slo.gate.evaluate import evaluate
@@ -15,7 +13,9 @@ from slogate.slo.gate.spec import parse_spec
 from slogate.slo.gate.verdict import Verdict
 from slogate.slo.outputs.render import render_markdown
 
-DATA = Path(__file__).parent / "data" / "metrics"
+from tests.conftest import DATA
+
+DATA = DATA / "metrics"
 T0 = 1_764_662_400.0
 # A llama.cpp server's names (tools/server/server.cpp): an OpenAI-compatible server slogate reads no figures from.
 LLAMA_CPP = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.

@@ -27,7 +27,9 @@ from slogate.slo.outputs.slack import (
     reasons_to_notify,
 )
 
-STUB = Path(__file__).parent / "slack_stub.py"
+from tests.conftest import ROOT
+
+STUB = ROOT / "tests" / "slack_stub.py"
 WEBHOOK_SECRET = "T0SECRET/B0SECRET/xyzWebhookSecret123"
 BOT_TOKEN = "xoxb-111-222-botTokenSecret456"
 API_KEY = "sk-apiKeySecret789"

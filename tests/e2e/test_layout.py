@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 LOCUST = {"locust", "gevent", "geventhttpclient"}
 PACKAGES = {"slo": "slogate.slo", "launch": "slogate.launch", "locustfiles": "slogate.locustfiles"}
 MAX_LINES = 400

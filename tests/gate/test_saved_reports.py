@@ -11,7 +11,9 @@ from slogate.slo.gate.report import Report
 from slogate.slo.gate.server_figures import ServerFigures
 from slogate.slo.rejudge import judge_file
 
-DATA = Path(__file__).parent / "data" / "reports"
+from tests.conftest import DATA
+
+DATA = DATA / "reports"
 OLD = DATA / "before-typed-facts.json"
 
 

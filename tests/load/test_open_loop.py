@@ -13,6 +13,8 @@ from slogate.slo.gate.record import ErrorKind, RequestRecord
 from slogate.slo.gate.self_check import Saturation
 from slogate.slo.gate.spec import parse_spec
 
+from tests.conftest import ROOT
+
 
 @pytest.mark.parametrize(
     ("process", "burstiness", "cv"),
@@ -122,7 +124,7 @@ def test_a_starved_generator_is_inconclusive_not_a_server_failure(fault_server, 
     run = locust_run(
         fault_server, "-u", "3", "-r", "3", "-t", "3s",
         "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20", "--slo-file", str(slo),
-        "--arrival-rate", "5", locustfile=Path(__file__).parent / "locustfile_starved.py",
+        "--arrival-rate", "5", locustfile=ROOT / "tests" / "locustfile_starved.py",
     )  # fmt: skip
     report = run.report
     assert report["metrics"]["all"]["ttft_ms"]["p95"] > 40  # the hog made sends late against their schedule

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 SCRIPT = ROOT / "deploy" / "run-gate.sh"
 
 FAKE_KUBECTL = r"""#!/usr/bin/env bash

@@ -14,6 +14,8 @@ from slogate.slo.gate.report import Report, RunInfo, public_url
 from slogate.slo.gate.spec import SloSpecError, load_spec, parse_spec
 from slogate.slo.outputs.render import write_reports
 
+from tests.conftest import ROOT
+
 SPEC = {
     "slos": [
         {"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200, "class": "shared"},
@@ -388,7 +390,7 @@ def test_the_reports_page_lists_every_reason_a_run_stops_for_and_no_other() -> N
 
     from slogate.slo.gate.facts import STOP_REASONS
 
-    page = (Path(__file__).parent.parent / "docs" / "reports.md").read_text()
+    page = (ROOT / "docs" / "reports.md").read_text()
     section = page.split("## Why a run stopped", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)
     assert rows == ["reason", *STOP_REASONS]  # the header, then one row per reason

@@ -12,7 +12,8 @@ from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.report import Report, RunInfo
 from slogate.slo.gate.spec import parse_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 spec = importlib.util.spec_from_file_location("gpu_sweep", ROOT / "benchmarks" / "gpu" / "sweep.py")
 assert spec is not None and spec.loader is not None
 sweep = importlib.util.module_from_spec(spec)

@@ -1,5 +1,5 @@
 """`--slo-stop-when-decided`: a run ends as soon as its verdict is certain, pass or fail, with
-anytime-valid bounds (the statistics themselves: tests/test_sequential.py)."""
+anytime-valid bounds (the statistics themselves: tests/gate/test_sequential.py)."""
 
 import json
 import random

@@ -6,16 +6,16 @@ real server, a two-turn conversation on each endpoint."""
 
 import json
 import urllib.request
-from pathlib import Path
 
 import pytest
 from slogate.locustfiles.load.endpoints import CHAT, COMPLETIONS, ENDPOINTS, RESPONSES, Endpoint, completion_prompt
 from slogate.locustfiles.load.sse import SseParser
 from slogate.locustfiles.load.timer import StreamTimer
 
+from tests.conftest import DATA
 from tests.stream_client import stream
 
-STREAMS = Path(__file__).parent / "data" / "streams"
+STREAMS = DATA / "streams"
 CONVERSATION = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Hi\nthere"},

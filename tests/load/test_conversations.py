@@ -23,7 +23,7 @@ from slogate.slo.plugin import web_ui
 from slogate.slo.rejudge import judge_file
 
 from tests import conversation_server
-from tests.test_users import USERS, Harness
+from tests.load.test_users import USERS, Harness
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 DOCKERFILE = (ROOT / "deploy" / "Dockerfile").read_text()
 
 

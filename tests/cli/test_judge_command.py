@@ -20,8 +20,8 @@ from slogate.slo.outputs.render import write_reports
 from slogate.slo.rejudge import judge_file
 
 from slogate.cli import main
+from tests.conftest import DATA
 
-DATA = Path(__file__).parent / "data"
 CHAT, COMPLETIONS = DATA / "vllm_bench_chat.json", DATA / "vllm_bench_completions.json"
 
 

@@ -22,7 +22,7 @@ from slogate.slo.gate.record import ErrorKind
 from slogate.slo.plugin import target
 from slogate.slo.plugin.scraper import Scraper, fetch
 
-from tests.test_users import USERS, Harness
+from tests.load.test_users import USERS, Harness
 
 
 @pytest.fixture(scope="module")

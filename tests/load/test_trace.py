@@ -22,7 +22,9 @@ from slogate.locustfiles.load.trace import (
 )
 from slogate.locustfiles.load.trace_prompts import PromptBuilder, PromptError
 
-HANDMADE = Path(__file__).parent / "data" / "traces" / "handmade.jsonl"
+from tests.conftest import DATA
+
+HANDMADE = DATA / "traces" / "handmade.jsonl"
 GOOD = {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}
 
 

@@ -23,7 +23,7 @@ from slogate.locustfiles.load.open_loop import OpenLoopChatUser
 from slogate.locustfiles.load.users import RETRIED_TYPE, ChatStreamUser
 from slogate.slo.gate.record import ErrorKind, RequestRecord
 
-from tests.test_users import Harness
+from tests.load.test_users import Harness
 
 _EVENTS = [
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]},

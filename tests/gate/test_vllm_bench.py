@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from slogate.slo.gate.record import ErrorKind
@@ -23,7 +22,8 @@ from slogate.slo.gate.vllm_bench import (
     looks_like_vllm_bench,
 )
 
-DATA = Path(__file__).parent / "data"
+from tests.conftest import DATA
+
 SAMPLES = ("vllm_bench_chat.json", "vllm_bench_completions.json")
 
 

@@ -31,7 +31,8 @@ from slogate.launch.server import free_port
 from slogate.slo.plugin import target
 from slogate.slo.plugin.scraper import Scraper
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 USER, PASSWORD = "user", "S3cret:Pass"  # the ':' travels percent-encoded in the URL
 FORM_PASSWORD = "F0rmS3cretPass"  # typed into the web UI form's host field
 WEBHOOK_SECRET = "hookS3cretMarker"
@@ -199,7 +200,7 @@ def auth_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     log = tmp_path / "server.jsonl"
     log.touch()
     proc = subprocess.Popen(
-        [sys.executable, "-c", f"from tests.test_credentials import serve; serve({str(log)!r})"],
+        [sys.executable, "-c", f"from tests.plugin.test_credentials import serve; serve({str(log)!r})"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -39,7 +39,7 @@ from slogate.slo.gate.verdict import Outcome, Verdict
 from slogate.slo.outputs.prometheus import BUCKETS_S, HISTOGRAMS, bucket_counts, exposition
 from slogate.slo.plugin.metrics_server import metrics_app, start_metrics_server, stop_metrics_server
 
-from tests.test_web_ui import SECRETS, get, get_without_login, start_web_ui
+from tests.plugin.test_web_ui import SECRETS, get, get_without_login, start_web_ui
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 LATENCY = {key: name for key, name, _ in HISTOGRAMS}

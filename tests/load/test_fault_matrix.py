@@ -1,7 +1,7 @@
 """Every fault kind in one run: the fault server injects a different fault per request and logs
 what it injected; the report must account for every request, exactly, by kind. Then the same
 faults on each endpoint, in that endpoint's own event format. (TLS, a fault of the whole server
-rather than of one request, has its own runs: tests/test_faults_tls.py.)"""
+rather than of one request, has its own runs: tests/load/test_faults_tls.py.)"""
 
 import concurrent.futures
 import itertools
@@ -37,7 +37,7 @@ EXPECTED_KIND: dict[str, ErrorKind | None] = {
     "huge_line": ErrorKind.PROTOCOL,  # a 10 MiB line, failed at 1 MiB (sse.MAX_LINE_BYTES)
     "not_sse": ErrorKind.PROTOCOL,  # 200, but the whole answer as JSON: stream ignored
 }
-# A fault of the whole server (every handshake), with runs of its own: tests/test_faults_tls.py.
+# A fault of the whole server (every handshake), with runs of its own: tests/load/test_faults_tls.py.
 SERVER_FAULTS: dict[str, ErrorKind] = {"tls": ErrorKind.TLS}
 TOKENS = 5
 

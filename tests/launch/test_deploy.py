@@ -15,7 +15,7 @@ No Helm binary and no API server are available to the test suite (kubectl is the
   ServiceMonitor examples (comments in the manifests) select that Service and port; every query of
   the Grafana dashboard names a metric slogate's exposition or vLLM 0.32 (a recorded scrape) has;
   the PrometheusRule holds the alerting rules file's rules, which read only series and states
-  slogate exports (promtool and a real Prometheus run them: tests/test_prometheus_real.py).
+  slogate exports (promtool and a real Prometheus run them: tests/e2e/test_prometheus_real.py).
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ import slogate.slo.plugin  # noqa: F401  (registers the SLO options)
 import yaml
 from locust.argument_parser import get_parser
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import DATA, ROOT
+
 DEPLOY = ROOT / "deploy"
-K8S = Path(__file__).resolve().parent / "data" / "k8s"
+K8S = DATA / "k8s"
 CHART = K8S / "deliveryhero-locust-0.35.0"
 OPERATOR = K8S / "locust-operator-0.1.6"
 
@@ -455,7 +456,7 @@ def test_operator_master_serves_metrics_on_the_port_the_operator_exposes() -> No
 # ---------------------------------------------------------------- the Grafana dashboard
 
 DASHBOARD = DEPLOY / "grafana" / "slogate.json"
-VLLM_NAMES = Path(__file__).resolve().parent / "data" / "vllm-0.32-metric-names.txt"
+VLLM_NAMES = DATA / "vllm-0.32-metric-names.txt"
 METRIC_NAME = re.compile(r"(?<![\w:$])(vllm:[A-Za-z0-9_:]+|slogate_[A-Za-z0-9_]+)")
 
 
@@ -468,7 +469,7 @@ def dashboard_queries(dashboard: dict) -> list[str]:
 def test_every_dashboard_query_names_a_metric_slogate_or_vllm_exports() -> None:
     """Names against what /slo/metrics serves (an exposition of a full report) and against vLLM
     0.32's names from a real scrape (tests/data/vllm-0.32-metric-names.txt)."""
-    from tests.test_prometheus import sample_names
+    from tests.outputs.test_prometheus import sample_names
 
     dashboard = json.loads(DASHBOARD.read_text())
     ours = sample_names()
@@ -543,7 +544,7 @@ def alerting_rules() -> dict[str, dict]:
 
 def test_the_prometheusrule_holds_the_same_rules_as_the_rules_file() -> None:
     """deploy/prometheus/prometheusrule.yaml is slogate-rules.yaml for the Prometheus Operator:
-    the same groups, nothing added (tests/test_prometheus_real.py runs promtool on both)."""
+    the same groups, nothing added (tests/e2e/test_prometheus_real.py runs promtool on both)."""
     resource = yaml.safe_load((RULES / "prometheusrule.yaml").read_text())
     assert resource["apiVersion"] == "monitoring.coreos.com/v1" and resource["kind"] == "PrometheusRule"
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", resource["metadata"]["name"])
@@ -556,7 +557,7 @@ def test_every_alerting_rule_reads_series_and_states_slogate_exports() -> None:
     its selectors name against slogate's own (a renamed state would silence an alert, not fail it)."""
     from slogate.slo.gate.verdict import Outcome, Verdict
 
-    from tests.test_prometheus import sample_names
+    from tests.outputs.test_prometheus import sample_names
 
     ours = sample_names()
     values = {"state": {str(o) for o in Outcome}, "verdict": {str(v) for v in Verdict}}

@@ -1,0 +1,1 @@
+"""The `slogate` command (slogate/): options, bad input, judge, the GitHub Action."""

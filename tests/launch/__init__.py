@@ -1,0 +1,1 @@
+"""Deployments (launch/ and deploy/): profiles, validation, capacity, compare, restarts, images."""

@@ -1,0 +1,1 @@
+"""The load library (locustfiles/load/): users, SSE, workloads, open loop, traces, datasets, faults."""

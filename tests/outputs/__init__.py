@@ -1,0 +1,1 @@
+"""What reads a Report (slo/outputs/): HTML, exports, Slack, Prometheus exposition."""
