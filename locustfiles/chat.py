@@ -3,7 +3,7 @@
     locust -f locustfiles/chat.py --host http://127.0.0.1:8011 --headless -u 2 -t 60s \
         --slo-file slo/defaults/demo.yaml --slo-report-dir slogate-report
 
-Workload and gate options: `slogate run -- --help` (Locust's own `--help` cannot list them: it prints
+The workload's and the SLO gate's options: `slogate run -- --help` (Locust's own `--help` cannot list them: it prints
 before importing the locustfile, locustio/locust#2917).
 """
 

@@ -26,6 +26,7 @@ import gevent
 import gevent.pool
 from locust import events, task
 from slogate.locustfiles.load.arrivals import PROCESSES, arrival_gaps
+from slogate.locustfiles.load.options import workload_options
 from slogate.locustfiles.load.users import SseChatUser, start_timer
 from slogate.locustfiles.load.workload import ChatRequest
 from slogate.slo.gate.facts import OpenLoopFacts, WorkloadFacts
@@ -66,10 +67,10 @@ class OpenLoopSender(SseChatUser):
     abstract = True
 
     def on_start(self) -> None:
-        opts = self.environment.parsed_options
-        self.concurrency = opts.max_in_flight
+        max_in_flight = workload_options(self.environment).arrivals.max_in_flight
+        self.concurrency = max_in_flight
         super().on_start()
-        self.pool = gevent.pool.Pool(opts.max_in_flight)
+        self.pool = gevent.pool.Pool(max_in_flight)
         self.thinking = gevent.pool.Group()  # conversations waiting to send their next turn
         self.stopping = False
 
@@ -115,14 +116,14 @@ class OpenLoopChatUser(OpenLoopSender):
 
     def on_start(self) -> None:
         super().on_start()
-        opts = self.environment.parsed_options
+        arrivals = workload_options(self.environment).arrivals
         rng = random.Random(f"{self.workload.config.seed}:arrivals:{id(self)}")
-        self.gaps = arrival_gaps(opts.arrival_process, opts.arrival_rate, rng, opts.burstiness)
+        self.gaps = arrival_gaps(arrivals.process, arrivals.rate, rng, arrivals.burstiness)
         self.next_at = time.perf_counter()
 
     def workload_facts(self) -> WorkloadFacts:
-        opts = self.environment.parsed_options
-        arrival = OpenLoopFacts(opts.arrival_process, opts.arrival_rate, opts.burstiness, opts.max_in_flight)
+        arrivals = workload_options(self.environment).arrivals
+        arrival = OpenLoopFacts(arrivals.process, arrivals.rate, arrivals.burstiness, arrivals.max_in_flight)
         return replace(super().workload_facts(), open_loop=arrival)
 
     @task

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 import gevent.lock
@@ -16,10 +17,11 @@ from slogate.locustfiles.load import datasets, replay, server, trace
 from slogate.locustfiles.load.endpoints import ENDPOINTS
 from slogate.locustfiles.load.workload import Workload, WorkloadConfig, dataset_tags, parse_range
 from slogate.slo.gate.judge import UnknownClass, check_classes
-from slogate.slo.plugin import target
+from slogate.slo.plugin import settings, target
 from slogate.slo.plugin.control import usage_exit
 from slogate.slo.plugin.gate import gate_for
 from slogate.slo.plugin.parser import group
+from slogate.slo.plugin.settings import RunOptions
 
 log = logging.getLogger("slogate.workload")
 
@@ -99,17 +101,113 @@ def _add_arguments(parser: Any) -> None:
     replay_files("--trace-limit", type=int, default=0, help="Send at most this many requests (0: all)")
 
 
+@dataclass(frozen=True)
+class ArrivalOptions:
+    """The open-loop arrivals (registered by open_loop.py)."""
+
+    rate: float = 1.0
+    process: str = "poisson"
+    burstiness: float = 1.0
+    max_in_flight: int = 64
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """Every option of the load library, typed, read once per run (`workload_options`)."""
+
+    config: WorkloadConfig
+    turns: str  # as given, for messages
+    ca_bundle: str | None
+    trace: replay.TraceOptions | None  # None: no --trace
+    arrivals: ArrivalOptions  # open_loop.py's
+    stages: str  # stages.py's --stages, parsed by its shape
+    run: RunOptions
+
+    @classmethod
+    def from_parsed(cls, opts: Any) -> WorkloadOptions:
+        """Read `opts` (Locust's parsed options; absent ones take their defaults); ValueError (one
+        line) for a bad option."""
+        d, a = WorkloadConfig(), ArrivalOptions()
+
+        def get(name: str, default: Any) -> Any:
+            value = getattr(opts, name, default)
+            return default if value is None else value
+
+        trace_path = get("trace", "")
+        dataset = get("dataset", d.dataset)
+        unique = get("unique_prefix_tokens", -1)
+        turns = str(get("turns", "1"))
+        config = WorkloadConfig(
+            shared_prefixes=get("shared_prefixes", d.shared_prefixes),
+            shared_prefix_tokens=get("shared_prefix_tokens", d.shared_prefix_tokens),
+            shared_fraction=get("shared_fraction", d.shared_fraction),
+            unique_prefix_tokens=None if unique < 0 else unique,
+            user_message_tokens=get("user_message_tokens", d.user_message_tokens),
+            max_tokens=get("max_tokens", d.max_tokens),
+            temperature=get("temperature", d.temperature),
+            model=get("model", "") or None,
+            seed=get("seed", d.seed),
+            ignore_eos=bool(get("ignore_eos", False)),
+            request_timeout_s=get("request_timeout", d.request_timeout_s),
+            prime_prefixes=not (get("no_prime_prefixes", False) or dataset or trace_path),
+            prompt_nonce=get("run_prompt_nonce", "") or get("prompt_nonce", ""),
+            endpoint=get("endpoint", d.endpoint),
+            turns=parse_range(turns, "--turns", int),
+            think_time_s=parse_range(get("think_time_s", "0"), "--think-time-s", float),
+            dataset=dataset,
+        )
+        trace_options = None
+        if trace_path:
+            trace_options = replay.TraceOptions(
+                trace_path,
+                get("trace_block_tokens", trace.DEFAULT_BLOCK_TOKENS),
+                get("trace_speedup", 1.0),
+                get("trace_start_s", 0.0),
+                get("trace_limit", 0) or None,
+            )
+        arrivals = ArrivalOptions(
+            get("arrival_rate", a.rate),
+            get("arrival_process", a.process),
+            get("burstiness", a.burstiness),
+            get("max_in_flight", a.max_in_flight),
+        )
+        return cls(
+            config,
+            turns,
+            get("ca_bundle", "") or None,
+            trace_options,
+            arrivals,
+            get("stages", ""),
+            settings.run_options(opts),
+        )
+
+
+# Per environment: this run's options, with the parsed options they were read from (held, so that
+# another environment that reuses a dead one's id cannot take them for its own).
+_options: dict[int, tuple[Any, WorkloadOptions]] = {}
+
+
+def workload_options(environment: Any) -> WorkloadOptions:
+    """This run's workload options (read at `init`, again at each run's first use: the web UI
+    form and a master's spawn message may change them between runs); ValueError for a bad one."""
+    opts = settings.parsed(environment)
+    cached = _options.get(id(environment))
+    if cached is None or cached[0] is not opts:
+        cached = _options[id(environment)] = (opts, WorkloadOptions.from_parsed(opts))
+    return cached[1]
+
+
 @events.init.add_listener
 def _check_options(environment: Any, **_: Any) -> None:
     """Bad workload options, or an SLO on a tag this workload cannot produce: one line and exit 2
     (with an error report), before any load."""
-    if environment.parsed_options is None:
+    _options.pop(id(environment), None)
+    if settings.parsed(environment) is None:
         return
-    opts = environment.parsed_options
     try:
-        target.use_ca_bundle(opts.ca_bundle)
-        config = config_from_options(opts)
-        tags, workload_name = _available_tags(config, environment)
+        options = workload_options(environment)
+        target.use_ca_bundle(options.ca_bundle)
+        tags, workload_name = _available_tags(options, environment)
     except (ValueError, trace.TraceError, datasets.DatasetError) as e:
         usage_exit(environment, str(e))
         return
@@ -121,11 +219,10 @@ def _check_options(environment: Any, **_: Any) -> None:
             usage_exit(environment, str(e))
 
 
-def _available_tags(config: WorkloadConfig, environment: Any) -> tuple[list[str], str]:
+def _available_tags(options: WorkloadOptions, environment: Any) -> tuple[list[str], str]:
     """The tags the run's requests can carry and the workload's name for messages; loads and checks
     a --trace or --dataset in full (TraceError / DatasetError / ValueError, one line)."""
-    opts = environment.parsed_options
-    trace_options = replay.trace_options(opts)
+    config, trace_options, run = options.config, options.trace, options.run
     replays = [getattr(user, "replays_trace", False) for user in environment.user_classes]
     if trace_options is None and any(replays):
         raise ValueError("the trace locustfile needs --trace FILE")
@@ -136,48 +233,33 @@ def _available_tags(config: WorkloadConfig, environment: Any) -> tuple[list[str]
             raise ValueError("--trace and --dataset cannot be combined")
         if config.max_turns > 1:
             raise ValueError("--turns does not apply to --trace: each trace line is one request")
-        if opts.master and opts.num_users is not None and opts.num_users < opts.expect_workers:
-            raise ValueError(f"--trace needs a user per worker: -u {opts.num_users} < {opts.expect_workers} workers")
+        if run.master and run.num_users is not None and run.num_users < run.expect_workers:
+            raise ValueError(f"--trace needs a user per worker: -u {run.num_users} < {run.expect_workers} workers")
         scheduled = replay.load_schedule(trace_options)
         return ["all", *replay.trace_tags(scheduled)], f"this trace ({trace_options.path})"
     if config.dataset:
         return dataset_tags(datasets.load_dataset(config.dataset)), f"this dataset ({config.dataset})"
     return (
         config.available_tags(),
-        f"this workload (--shared-fraction {config.shared_fraction:g}, --turns {opts.turns})",
+        f"this workload (--shared-fraction {config.shared_fraction:g}, --turns {options.turns})",
     )
 
 
 @events.test_start.add_listener
 def _choose_prompt_nonce(environment: Any, **_: Any) -> None:
     """One nonce per run, chosen where the run starts (locally or on the master, which passes its
-    options to the workers with the spawn message)."""
-    opts = environment.parsed_options
-    if opts is not None and not isinstance(environment.runner, WorkerRunner):
-        opts.run_prompt_nonce = opts.prompt_nonce or secrets.token_hex(6)
+    options to the workers with the spawn message); the run's options are read again at first use."""
+    _options.pop(id(environment), None)
+    if settings.parsed(environment) is not None and not isinstance(environment.runner, WorkerRunner):
+        nonce = settings.carried(environment, "prompt_nonce", "") or secrets.token_hex(6)
+        settings.carry(environment, "run_prompt_nonce", nonce)
 
 
-def config_from_options(opts: Any) -> WorkloadConfig:
-    """The workload the options describe; ValueError (one line) for a bad option."""
-    return WorkloadConfig(
-        shared_prefixes=opts.shared_prefixes,
-        shared_prefix_tokens=opts.shared_prefix_tokens,
-        shared_fraction=opts.shared_fraction,
-        unique_prefix_tokens=None if opts.unique_prefix_tokens < 0 else opts.unique_prefix_tokens,
-        user_message_tokens=opts.user_message_tokens,
-        max_tokens=opts.max_tokens,
-        temperature=opts.temperature,
-        model=opts.model or None,
-        seed=opts.seed,
-        ignore_eos=opts.ignore_eos,
-        request_timeout_s=opts.request_timeout,
-        prime_prefixes=not (opts.no_prime_prefixes or opts.dataset or opts.trace),
-        prompt_nonce=getattr(opts, "run_prompt_nonce", "") or opts.prompt_nonce,
-        endpoint=opts.endpoint,
-        turns=parse_range(opts.turns, "--turns", int),
-        think_time_s=parse_range(opts.think_time_s, "--think-time-s", float),
-        dataset=opts.dataset,
-    )
+@events.test_stop.add_listener
+def _forget_options(environment: Any, **_: Any) -> None:
+    """The next run (web UI) reads the form's options, even where it needs them before its test_start
+    (a load shape's first tick)."""
+    _options.pop(id(environment), None)
 
 
 _lock = gevent.lock.Semaphore()
@@ -190,8 +272,9 @@ def workload_for(environment: Any) -> Workload:
     Raises `locustfiles.server.TargetError` when the target cannot be reached, ValueError for a
     --ca-bundle that cannot be read.
     """
-    config = config_from_options(environment.parsed_options)
-    target.use_ca_bundle(environment.parsed_options.ca_bundle)  # a worker's may come from its master
+    options = workload_options(environment)
+    config = options.config
+    target.use_ca_bundle(options.ca_bundle)  # a worker's may come from its master
     key = (id(environment), config, environment.host)
     with _lock:
         workload = _prepared.get(key)

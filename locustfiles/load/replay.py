@@ -1,11 +1,10 @@
-"""Trace replay's Locust-free glue: the `--trace*` options read into a schedule, the facts the
+"""Trace replay's Locust-free glue: the `--trace*` options as a schedule, the facts the
 report records under `run.workload.trace`, and each trace request as a chat request (the user that
 sends them is in trace_user.py, the loading and prompts in trace.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from slogate.locustfiles.load import trace, trace_prompts
 from slogate.locustfiles.load.workload import ChatRequest, Workload
@@ -15,20 +14,13 @@ from slogate.slo.gate.record import PREFIX_HIT, PREFIX_MISS
 
 @dataclass(frozen=True, slots=True)
 class TraceOptions:
+    """The `--trace*` options (read in options.py)."""
+
     path: str
     block_tokens: int
     speedup: float
     start_s: float
     limit: int | None
-
-
-def trace_options(opts: Any) -> TraceOptions | None:
-    """The `--trace*` options, or None without `--trace`."""
-    if not getattr(opts, "trace", ""):
-        return None
-    return TraceOptions(
-        opts.trace, opts.trace_block_tokens, opts.trace_speedup, opts.trace_start_s, opts.trace_limit or None
-    )
 
 
 def load_schedule(options: TraceOptions) -> list[trace.ScheduledRequest]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from locust import LoadTestShape, events
 from locust.util.timespan import parse_timespan
+from slogate.locustfiles.load.options import workload_options
 from slogate.slo.plugin.parser import group
 
 
@@ -39,7 +40,7 @@ def parse_stages(text: str) -> list[tuple[float, int]]:
 
 class RateStages(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
-        stages = parse_stages(self.runner.environment.parsed_options.stages)
+        stages = parse_stages(workload_options(self.runner.environment).stages)
         elapsed = self.get_run_time()
         for end, users in stages:
             if elapsed < end:

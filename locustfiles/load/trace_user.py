@@ -33,6 +33,7 @@ from locust import events, task
 from locust.runners import MasterRunner, WorkerRunner
 from slogate.locustfiles.load import replay, server, trace, trace_prompts
 from slogate.locustfiles.load.open_loop import OpenLoopSender
+from slogate.locustfiles.load.options import workload_options
 from slogate.slo.gate.facts import TraceFacts, WorkloadFacts
 from slogate.slo.plugin import target
 from slogate.slo.plugin.control import BAD_CONFIG, abort_run, end_run, note_workload
@@ -77,7 +78,7 @@ def _register_messages(environment: Any, **_: Any) -> None:
 
 def _release_workers(environment: Any) -> None:
     """On the master: the zero, once every expected worker is ready (or after READY_WAIT_S)."""
-    expected = max(1, environment.parsed_options.expect_workers)
+    expected = workload_options(environment).run.expect_workers
     waited_until = time.monotonic() + READY_WAIT_S
 
     def ready() -> int:  # shard indexes below `expected` (a worker past them has no share)
@@ -113,14 +114,14 @@ def _end_with_the_trace(environment: Any, **_: Any) -> None:
     """On the master (or the only process): end the run once every scheduled request is recorded."""
     TraceReplayUser.replaying.discard(id(environment))  # a new run (web UI): a user replays again
     _zeros[id(environment)] = AsyncResult()  # every process: a new run (web UI) waits for a new zero
-    opts = environment.parsed_options
-    options = replay.trace_options(opts)
+    run_options = workload_options(environment)
+    options = run_options.trace
     if options is None or isinstance(environment.runner, WorkerRunner):
         return
     scheduled = replay.load_schedule(options)
     _ready[id(environment)] = set()
     last_due = max((s.send_at_s for s in scheduled), default=0.0)
-    patience = last_due + opts.request_timeout + _GRACE_S
+    patience = last_due + run_options.config.request_timeout_s + _GRACE_S
     watchers = _watchers[id(environment)] = [gevent.spawn(_watch_trace_end, environment, len(scheduled), patience)]
     if isinstance(environment.runner, MasterRunner):
         watchers.append(gevent.spawn(_release_workers, environment))
@@ -176,7 +177,7 @@ class TraceReplayUser(OpenLoopSender):
         if id(self.environment) in TraceReplayUser.replaying:
             return  # one user per process replays; the others send nothing
         TraceReplayUser.replaying.add(id(self.environment))
-        options = replay.trace_options(self.environment.parsed_options)
+        options = workload_options(self.environment).trace
         assert options is not None  # checked at init
         scheduled = replay.load_schedule(options)
         host, headers = target.resolve(self.environment)
@@ -193,7 +194,7 @@ class TraceReplayUser(OpenLoopSender):
         runner = self.environment.runner
         index, count = getattr(runner, "worker_index", 0), 1
         if isinstance(runner, WorkerRunner):  # the master's --expect-workers (--processes) reaches its workers
-            count = max(1, self.environment.parsed_options.expect_workers)
+            count = workload_options(self.environment).run.expect_workers
         self.share = trace.shard(scheduled, index, count) if index < count else []
         TraceReplayUser.facts[id(self.environment)] = replay.trace_facts(options, scheduled, self.builder.exact)
         note_workload(self.environment, model, self.workload_facts())

@@ -24,6 +24,7 @@ from slogate.slo.gate.journal import JOURNAL_NAME
 from slogate.slo.gate.judge import usage_error
 from slogate.slo.gate.report import JSON_NAME, RunInfo, public_url
 from slogate.slo.outputs.render import write_reports
+from slogate.slo.plugin import settings
 from slogate.slo.plugin.gate import Gate, gate_for
 from slogate.slo.plugin.journal import flush_journal
 
@@ -139,7 +140,7 @@ def watch_signals(gate: Gate) -> None:
 def what_is_left(gate: Gate) -> str:
     """At a second signal: where the run's figures are, as they are on disk now (the reports of an
     ended run may be written and its journal removed already, or the journal never written)."""
-    report_dir = getattr(getattr(gate, "options", None), "slo_report_dir", None)
+    report_dir = gate.reports.report_dir
     if report_dir and (Path(report_dir) / JOURNAL_NAME).is_file():
         return f"`slogate judge {report_dir}` judges the run's journal"
     if report_dir and gate.judged and (Path(report_dir) / JSON_NAME).is_file():
@@ -167,7 +168,7 @@ def refuse(gate: Gate, message: str) -> None:
     """A bad SLO file, baseline or option: one line on stderr, an error report (where it can be
     written), exit 2 before any load is sent."""
     sys.stderr.write(f"slogate: error: {message}\n")
-    report_dir = getattr(gate.options, "slo_report_dir", None)
+    report_dir = settings.report_dir(settings.parsed(gate.environment))  # the settings may be what was refused
     if report_dir and not gate.is_worker:
         with contextlib.suppress(OSError):  # an unwritable report directory is what was refused
             write_reports(usage_error(message, RunInfo(target=public_url(gate.environment.host))), report_dir)
@@ -181,7 +182,7 @@ def check_report_dir(gate: Gate) -> None:
     """Refuse (exit 2) a --slo-report-dir that cannot be written, before any load: a run whose
     report would be lost is not worth its GPU minutes. Bytes are written and synced, not just a
     file created: on a full disk creating a file still succeeds, writing to it does not."""
-    report_dir = getattr(gate.options, "slo_report_dir", None)
+    report_dir = gate.reports.report_dir
     if not report_dir:
         return
     try:
@@ -204,5 +205,5 @@ def finish_load(gate: Gate) -> None:
     runner = gate.environment.runner
     if runner is None or runner.state in (STATE_INIT, STATE_STOPPED):
         return
-    with gevent.Timeout((getattr(gate.options, "stop_timeout", 0) or 0) + FINISH_MARGIN_S, False):
+    with gevent.Timeout(gate.run_options.stop_timeout_s + FINISH_MARGIN_S, False):
         runner.stop()

@@ -12,24 +12,23 @@ from typing import Any
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 from slogate.slo.gate.baseline import BaselineError, load_baseline
-from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, REGRESSIONS, unknown_names, waits_for
+from slogate.slo.gate.early_stop import REGRESSIONS, unknown_names, waits_for
 from slogate.slo.gate.facts import ABORTED, BY_HAND, INTERRUPTED, RUN_TIME, Breach, RunStop, WorkloadFacts, utc_iso
-from slogate.slo.gate.intervals import DEFAULT_INTERVAL_S
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.regression import Baseline
 from slogate.slo.gate.report import Report, RunInfo, public_command, public_url
-from slogate.slo.gate.self_check import MAX_LOOP_LAG_P99_MS
 from slogate.slo.gate.server_figures import ServerFigures
 from slogate.slo.gate.spec import SloSpec, SloSpecError, goodput_targets, load_spec, with_overrides
 from slogate.slo.outputs.charts import live_chart_data
 from slogate.slo.outputs.publish import AlertSettings
-from slogate.slo.outputs.slack import DEFAULT_BUDGET_S, DEFAULT_NOTIFY, NotifyPolicyError, parse_notify
-from slogate.slo.outputs.vllm_export import ExportError, parse_exports
-from slogate.slo.plugin import target
+from slogate.slo.outputs.slack import NotifyPolicyError
+from slogate.slo.outputs.vllm_export import ExportError
+from slogate.slo.plugin import settings, target
 from slogate.slo.plugin.listener import RecordListener
 from slogate.slo.plugin.loop_lag import LoopLagMonitor
 from slogate.slo.plugin.scraper import Scraper
+from slogate.slo.plugin.settings import Settings
 
 CONFIG_ERRORS = (SloSpecError, BaselineError, NotifyPolicyError, ExportError)
 # The master's goodput targets travel to the workers in Locust's spawn message (which carries every
@@ -45,6 +44,7 @@ class Gate:
         self.environment = environment
         self.listener = RecordListener()
         self.merged = MetricsStore()  # master only: what the workers sent
+        self.settings: Settings | None = None  # the options, typed: built by `configure` (init, each test_start)
         self.spec: SloSpec | None = None
         self.baseline: Baseline | None = None
         self.alerts = AlertSettings()
@@ -63,10 +63,7 @@ class Gate:
         # answers, the one that trims Locust's per-second counts, --slo-abort-on-fail's window judge.
         self.watchers: list[Any] = []
         self.breach: Breach | None = None
-        # --slo-stop-when-decided: the settings, what keeps the run to its run time, and the stop.
-        self.stop_when_decided = False
-        self.confidence = DEFAULT_CONFIDENCE
-        self.not_blocking: tuple[str, ...] = ()
+        # --slo-stop-when-decided: what keeps the run to its run time, and the stop.
         self.waiting_for: list[str] = []
         self.stopped: RunStop | None = None
         self.planned_s: float | None = None  # --run-time, when the run has one
@@ -89,10 +86,6 @@ class Gate:
             events.spawning_complete.add_listener(self.note_users)
 
     @property
-    def options(self) -> Any:
-        return self.environment.parsed_options
-
-    @property
     def is_master(self) -> bool:
         return isinstance(self.environment.runner, MasterRunner)
 
@@ -101,57 +94,52 @@ class Gate:
         return isinstance(self.environment.runner, WorkerRunner)
 
     def configure(self, with_baseline: bool) -> None:
-        """Read the SLO file, the baseline and the alert policy from the options; raises
-        SloSpecError, BaselineError or NotifyPolicyError (usage errors) before any load."""
-        opts = self.options
-        path = getattr(opts, "slo_file", None)
-        spec = load_spec(path) if path else None
-        self.spec = spec and with_overrides(
-            spec, min_samples=getattr(opts, "slo_min_samples", 0), warmup_s=getattr(opts, "slo_warmup_s", -1)
-        )
-        baseline_path = getattr(opts, "slo_baseline", "") if with_baseline else ""
+        """Read the options (`Settings`), the SLO file, the baseline and the alert policy; raises
+        SloSpecError, BaselineError, NotifyPolicyError or ExportError (usage errors) before any load."""
+        self.settings = Settings.from_parsed(settings.parsed(self.environment))
+        options = self.settings.gate
+        spec = load_spec(options.slo_file) if options.slo_file else None
+        self.spec = spec and with_overrides(spec, min_samples=options.min_samples, warmup_s=options.warmup_s)
+        baseline_path = options.baseline if with_baseline else None
         self.baseline = load_baseline(baseline_path) if baseline_path else None
-        self.alerts = AlertSettings(
-            getattr(opts, "slack_channel", "") or None,
-            parse_notify(getattr(opts, "slack_notify", DEFAULT_NOTIFY)),
-            getattr(opts, "slack_timeout_s", DEFAULT_BUDGET_S),
-        )
-        self.exports = parse_exports(getattr(opts, "export", None))
-        if getattr(opts, "slo_abort_on_fail", False):
-            window_s = getattr(opts, "slo_window_s", None)
-            if not isinstance(window_s, int | float) or window_s <= 0:
-                raise SloSpecError(f"--slo-window-s: must be > 0, got {window_s!r}")
-            if self.interval_s <= 0:
-                raise SloSpecError("--slo-abort-on-fail judges the time series: --slo-interval-s must be > 0")
-            if spec is None:
-                raise SloSpecError("--slo-abort-on-fail judges the SLO file's objectives: give --slo-file")
+        self.alerts = self.settings.alerts
+        self.exports = list(self.settings.reports.exports)
         self.configure_early_stop(with_baseline)
 
     def configure_early_stop(self, with_baseline: bool) -> None:
-        """`--slo-stop-when-decided`, `--slo-confidence` and `--slo-not-blocking`; SloSpecError for bad ones."""
-        opts = self.options
-        confidence = getattr(opts, "slo_confidence", DEFAULT_CONFIDENCE)
-        if not isinstance(confidence, int | float) or not 0 < confidence < 1:
-            raise SloSpecError(f"--slo-confidence: must be in (0, 1), e.g. 0.99, got {confidence!r}")
-        self.confidence = float(confidence)
-        self.not_blocking = tuple(
-            n.strip() for n in (getattr(opts, "slo_not_blocking", "") or "").split(",") if n.strip()
-        )
-        self.stop_when_decided = bool(getattr(opts, "slo_stop_when_decided", False))
-        if not self.stop_when_decided:
-            if self.not_blocking:
-                raise SloSpecError("--slo-not-blocking names what --slo-stop-when-decided does not wait for: give both")
+        """What `--slo-stop-when-decided` waits for; SloSpecError for a `--slo-not-blocking` name
+        that is no objective of the SLO file."""
+        early = self.early_stop
+        if not early.stop_when_decided or self.spec is None:
             return
-        if self.spec is None:
-            raise SloSpecError("--slo-stop-when-decided decides the SLO file's objectives: give --slo-file")
-        unknown = unknown_names(self.spec, self.not_blocking)
+        unknown = unknown_names(self.spec, early.not_blocking)
         if unknown:
             names = ", ".join(o.name for o in self.spec.objectives)
             raise SloSpecError(
                 f"--slo-not-blocking: {unknown[0]!r} is not an objective of {self.spec.source} "
                 f"(objectives: {names}; or {REGRESSIONS!r} for the baseline's rules)"
             )
-        self.waiting_for = waits_for(self.spec, self.not_blocking, with_baseline and self.baseline is not None)
+        self.waiting_for = waits_for(self.spec, early.not_blocking, with_baseline and self.baseline is not None)
+
+    def reread_options(self) -> None:
+        """A worker's options as its master sent them with this run's spawn message (already checked there)."""
+        self.settings = Settings.from_parsed(settings.parsed(self.environment))
+
+    @property
+    def slo_options(self) -> settings.GateOptions:
+        return self.settings.gate if self.settings is not None else settings.GateOptions()
+
+    @property
+    def early_stop(self) -> settings.EarlyStopOptions:
+        return self.settings.early_stop if self.settings is not None else settings.EarlyStopOptions()
+
+    @property
+    def reports(self) -> settings.ReportOptions:
+        return self.settings.reports if self.settings is not None else settings.ReportOptions()
+
+    @property
+    def run_options(self) -> settings.RunOptions:
+        return self.settings.run if self.settings is not None else settings.RunOptions()
 
     def run_stop(self, ended: float, final: bool) -> RunStop | None:
         """Why the run ended, as far as known: decided early, aborted on a breach, interrupted by a
@@ -178,14 +166,13 @@ class Gate:
 
     @property
     def interval_s(self) -> float:
-        value = getattr(self.options, "slo_interval_s", DEFAULT_INTERVAL_S)
-        return max(0.0, float(DEFAULT_INTERVAL_S if value is None else value))
+        return self.reports.interval_s
 
     def goodput_targets(self) -> dict[str, dict[str, float]] | None:
         """From the SLO file; a worker takes the master's (sent with the spawn message)."""
         if not self.is_worker:
             return goodput_targets(self.spec)
-        shipped = getattr(self.options, GOODPUT_OPTION, None)
+        shipped = settings.carried(self.environment, GOODPUT_OPTION)
         return json.loads(shipped) if shipped else goodput_targets(self.spec)
 
     def note_users(self, user_count: int = 0, **_: Any) -> None:
@@ -205,8 +192,8 @@ class Gate:
     def start_listening(self) -> None:
         self.peak_users = 0
         targets = self.goodput_targets()
-        if not self.is_worker and self.options is not None:
-            setattr(self.options, GOODPUT_OPTION, json.dumps(targets) if targets else "")
+        if not self.is_worker:
+            settings.carry(self.environment, GOODPUT_OPTION, json.dumps(targets) if targets else "")
         self.listener.start(self.warmup_s, self.interval_s, targets)
 
     def live_chart(self) -> dict[str, Any]:
@@ -217,8 +204,8 @@ class Gate:
     def warmup_s(self) -> float:
         if self.spec is not None:
             return self.spec.warmup_s
-        override = getattr(self.options, "slo_warmup_s", -1)
-        return override if override is not None and override >= 0 else 0.0
+        override = self.slo_options.warmup_s
+        return 0.0 if override is None else override
 
     def metrics(self) -> MetricsStore:
         """Everything measured so far: merged worker data on a master, the local store otherwise."""
@@ -255,7 +242,7 @@ class Gate:
             cpu_warning=bool(
                 getattr(runner, "cpu_warning_emitted", False) or getattr(runner, "worker_cpu_warning_emitted", False)
             ),
-            max_client_lag_ms=getattr(self.options, "max_client_lag_ms", MAX_LOOP_LAG_P99_MS),
+            max_client_lag_ms=self.slo_options.max_client_lag_ms,
             problems=problems,
             command=public_command(["locust", *sys.argv[1:]]),
             aborted=self.breach,
@@ -269,7 +256,7 @@ class Gate:
         return judge(self.spec, self.metrics(), self.run_info(final), server, self.baseline if final else None)
 
     def start_scraper(self) -> None:
-        interval = getattr(self.options, "server_metrics_interval", 0) or 0
+        interval = self.reports.server_metrics_interval_s
         self.server = None
         if interval > 0 and self.environment.host:
             url, headers = target.resolve(self.environment)

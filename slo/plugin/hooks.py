@@ -15,7 +15,7 @@ from locust import events
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.outputs.publish import publish, write_failed
 from slogate.slo.outputs.render import headline
-from slogate.slo.plugin import target, web_ui
+from slogate.slo.plugin import settings, target, web_ui
 from slogate.slo.plugin.control import (
     BAD_CONFIG,
     abort_run,
@@ -38,7 +38,7 @@ log = logging.getLogger("slogate")
 def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     target.strip_environment(environment)  # first: before the web UI renders the host or a log names it
     gate = gate_for(environment)
-    if environment.parsed_options is None:
+    if settings.parsed(environment) is None:  # an environment without a command line (tests, a library)
         return
     try:
         gate.configure(with_baseline=not gate.is_worker)
@@ -54,18 +54,19 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             series=gate.live_chart,
             on_stop=gate.note_stop_by_hand,
         )
-    if not gate.is_worker and environment.parsed_options.headless:  # a web UI run is stopped by hand
+    run = gate.run_options
+    if not gate.is_worker and run.headless:  # a web UI run is stopped by hand
         watch_signals(gate)
-    if not gate.is_worker and environment.parsed_options.run_time:
-        gate.planned_s = float(environment.parsed_options.run_time)  # before a master takes it over
+    if not gate.is_worker and run.run_time_s:
+        gate.planned_s = run.run_time_s  # before a master takes it over
     if gate.is_master:
         runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: on_worker_flush(gate, msg))
-        opts = environment.parsed_options
-        if opts.headless and opts.run_time:
+        if run.headless and run.run_time_s:
             # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their
             # last samples arrive (and loses them outright with --stop-timeout). End it ourselves:
             # stop, which waits for every worker to stop and so for its final flush, then quit.
-            gate.run_time_s, opts.run_time = opts.run_time, None
+            gate.run_time_s = run.run_time_s
+            settings.take_over_run_time(environment)
     else:
         environment.events.request.add_listener(gate.listener.on_request)
 
@@ -74,11 +75,14 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
 def on_test_start(environment: Any, **_: Any) -> None:
     target.strip_environment(environment)  # the host may have changed since init (web UI, API)
     gate = gate_for(environment)
-    if environment.parsed_options is not None and not gate.is_worker:
+    configured = settings.parsed(environment) is not None
+    if configured and not gate.is_worker:
         try:  # the web UI form may have changed the options since init
             gate.configure(with_baseline=True)
         except CONFIG_ERRORS as e:
             abort_run(environment, f"{BAD_CONFIG}: {e}")
+    elif configured:
+        gate.reread_options()  # as the master's spawn message brought them
     gate.started_at = time.time()
     gate.model = None  # set again by the users (or workers) once their workload is primed
     gate.problems = [p for p in gate.problems if p.startswith(BAD_CONFIG)]
@@ -96,19 +100,18 @@ def on_test_start(environment: Any, **_: Any) -> None:
     gate.stopped = None
     gate.ended_at = None
     gate.signal = None
-    if not gate.is_master and environment.parsed_options is not None:  # a master's was taken at init
-        run_time = environment.parsed_options.run_time  # the web UI form's, on a rerun
-        gate.planned_s = float(run_time) if run_time else None
+    if not gate.is_master and configured:  # a master's was taken at init
+        gate.planned_s = gate.run_options.run_time_s  # the web UI form's, on a rerun
     gate.start_listening()
     if not gate.is_master:
         gate.loop_monitor.start()
     if gate.is_worker:
         gate.watchers.append(gevent.spawn(watch_master, gate))
-    if not gate.is_worker and environment.parsed_options is not None:
+    if not gate.is_worker and configured:
         gate.start_scraper()
         start_watchers(gate)
         start_metrics_server(gate)
-        start_journal(gate, environment.parsed_options.slo_report_dir)
+        start_journal(gate, gate.reports.report_dir)
 
 
 @events.reset_stats.add_listener
@@ -152,9 +155,9 @@ def on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
 @events.quitting.add_listener
 def on_quitting(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
-    if gate.is_worker or gate.judged or environment.parsed_options is None:
+    if gate.is_worker or gate.judged or gate.settings is None:
         return
-    if gate.started_at is None and not environment.parsed_options.headless:
+    if gate.started_at is None and not gate.run_options.headless:
         return  # a web UI closed before any run: nothing to judge, and an earlier run's report stays
     gate.judged = True
     if gate.signal is not None:
@@ -164,7 +167,7 @@ def on_quitting(environment: Any, **_: Any) -> None:
     report = gate.snapshot(final=True)
     flush_journal(gate, complete=True)
     journal = close_journal(gate)
-    report_dir = environment.parsed_options.slo_report_dir
+    report_dir = gate.reports.report_dir
     try:
         publish(report, report_dir, gate.alerts, gate.exports)
     except OSError as e:  # the journal, written in full, stays: `slogate judge` writes the reports once there is room

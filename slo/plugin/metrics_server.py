@@ -46,14 +46,14 @@ def metrics_app(snapshot: Callable[[], Report]) -> Callable[[dict[str, Any], Cal
 
 def start_metrics_server(gate: Any) -> None:
     """Serve `gate.snapshot()` on `--slo-metrics-port` (0 or less: off) unless a worker or already there."""
-    port = getattr(gate.options, "slo_metrics_port", 0) or 0
+    port = gate.reports.metrics_port
     running = _servers.get(id(gate))
     if gate.is_worker or (running is not None and running[0] == port):
         return
     stop_metrics_server(gate)
     if port <= 0:
         return
-    host = getattr(gate.options, "web_host", "") or ""
+    host = gate.run_options.web_host
     host = "" if host == "*" else host
     server = WSGIServer((host, port), metrics_app(gate.snapshot), log=None)
     try:

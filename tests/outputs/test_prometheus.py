@@ -235,8 +235,8 @@ def test_the_metrics_app_serves_the_snapshot_on_its_paths_only() -> None:
 
 def fake_gate(port: int, worker: bool = False) -> SimpleNamespace:
     report = full_report()
-    return SimpleNamespace(options=SimpleNamespace(slo_metrics_port=port, web_host="127.0.0.1"), is_worker=worker,
-                           snapshot=lambda: report)  # fmt: skip
+    options = {"reports": SimpleNamespace(metrics_port=port), "run_options": SimpleNamespace(web_host="127.0.0.1")}
+    return SimpleNamespace(**options, is_worker=worker, snapshot=lambda: report)
 
 
 def listening(port: int) -> bool:
@@ -251,7 +251,7 @@ def test_the_server_starts_once_moves_with_the_port_and_stops() -> None:
         start_metrics_server(gate)
         start_metrics_server(gate)  # a rerun keeps it
         assert get(f"http://127.0.0.1:{first}/slo/metrics")[0] == 200
-        gate.options.slo_metrics_port = second  # changed in the web UI form: it moves
+        gate.reports = SimpleNamespace(metrics_port=second)  # changed in the web UI form: it moves
         start_metrics_server(gate)
         assert not listening(first) and parse(get(f"http://127.0.0.1:{second}/slo/metrics")[1])
     finally:
@@ -259,7 +259,7 @@ def test_the_server_starts_once_moves_with_the_port_and_stops() -> None:
     assert not listening(second)
     for off in (fake_gate(0), fake_gate(free_port(), worker=True)):
         start_metrics_server(off)
-        assert off.options.slo_metrics_port == 0 or not listening(off.options.slo_metrics_port)
+        assert off.reports.metrics_port == 0 or not listening(off.reports.metrics_port)
 
 
 def test_a_port_in_use_is_a_warning_not_a_crash(caplog: pytest.LogCaptureFixture) -> None:

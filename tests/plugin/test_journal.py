@@ -311,10 +311,11 @@ def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_serve
 def test_a_second_signal_says_where_the_runs_figures_are_as_they_are_on_disk(tmp_path: Path) -> None:
     """A journal there: judge it; the reports written and the journal removed: they are there; neither: nothing."""
     from slogate.slo.plugin.control import what_is_left
+    from slogate.slo.plugin.settings import ReportOptions
 
     report_dir = tmp_path / "report"
     report_dir.mkdir()
-    gate = SimpleNamespace(options=SimpleNamespace(slo_report_dir=str(report_dir)), judged=False)
+    gate = SimpleNamespace(reports=ReportOptions(report_dir=str(report_dir)), judged=False)
     assert what_is_left(gate) == "no journal of the run could be written: nothing is left to judge"
     (report_dir / JOURNAL_NAME).write_text("{}\n")
     assert what_is_left(gate) == f"`slogate judge {report_dir}` judges the run's journal"

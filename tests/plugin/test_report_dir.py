@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 from slogate.launch.locust_command import locust_argv
 from slogate.slo.plugin.control import check_report_dir
+from slogate.slo.plugin.settings import ReportOptions
 
 SLO = "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 5\n"
 
@@ -135,10 +136,11 @@ def test_a_disk_full_during_the_run_leaves_no_journal_that_is_none(own_fault_ser
 
 def test_a_probe_write_that_fails_refuses_the_directory(tmp_path: Path, monkeypatch, capsys) -> None:
     """In-process: creating a file succeeds, syncing its bytes does not (a full disk, a quota)."""
+    report_dir = str(tmp_path / "report")
     gate = SimpleNamespace(
-        options=SimpleNamespace(slo_report_dir=str(tmp_path / "report")),
+        reports=ReportOptions(report_dir=report_dir),
         is_worker=False,
-        environment=SimpleNamespace(host="http://h"),
+        environment=SimpleNamespace(host="http://h", parsed_options=SimpleNamespace(slo_report_dir=report_dir)),
     )
 
     def no_space(fd: int) -> None:
