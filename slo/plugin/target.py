@@ -12,7 +12,7 @@ Precedence: credentials in the URL become `Authorization: Basic ...` and win ove
 (SLOGATE_API_KEY / OPENAI_API_KEY, otherwise `Authorization: Bearer ...`); one warning per
 process says so, naming the variable, never a value.
 
-Distributed runs: the master's `parsed_options` carry the table to the workers with each spawn
+Distributed runs: the master's options carry the table to the workers with each spawn
 message (under `WIRE_ATTR`, which is no command-line option, so no form or page shows it).
 
 TLS: every call to an https target verifies its certificate against one context per process
@@ -38,6 +38,8 @@ import ssl
 import time
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
+
+from slogate.slo.plugin import settings
 
 log = logging.getLogger("slogate")
 API_KEY_ENV_VARS = ("SLOGATE_API_KEY", "OPENAI_API_KEY")
@@ -74,18 +76,16 @@ def remember(environment: Any, url: str | None) -> str | None:
     if basic is not None:
         known = _known.setdefault(id(environment), {})
         known[_key(bare)] = basic
-        opts = environment.parsed_options
-        if opts is not None:
-            setattr(opts, WIRE_ATTR, dict(known))
+        settings.carry(environment, WIRE_ATTR, dict(known))
     return bare
 
 
 def strip_environment(environment: Any) -> None:
-    """Take the credentials out of `environment.host` and `parsed_options.host` (idempotent)."""
+    """Take the credentials out of `environment.host` and the `--host` option (idempotent)."""
     environment.host = remember(environment, environment.host)
-    opts = environment.parsed_options
-    if opts is not None and isinstance(getattr(opts, "host", None), str):
-        opts.host = remember(environment, opts.host)
+    host = settings.carried(environment, "host")
+    if isinstance(host, str):
+        settings.carry(environment, "host", remember(environment, host))
 
 
 def api_key() -> str | None:
@@ -102,7 +102,7 @@ def resolve(environment: Any, url: str | None = None) -> tuple[str, dict[str, st
     base = _key(bare)
     if basic is None:
         basic = _known.get(id(environment), {}).get(base)
-    wire = getattr(environment.parsed_options, WIRE_ATTR, None)  # a worker's, from the master
+    wire = settings.carried(environment, WIRE_ATTR)  # a worker's, from the master
     if basic is None and isinstance(wire, dict):
         basic = wire.get(base)
     return base, _authorization(basic)
@@ -181,10 +181,11 @@ def _reason(error: BaseException) -> str:
 ANSWERED, FAILED, SILENT, NO_CONNECTION = "answered", "failed", "silent", "no_connection"
 
 
-def probe(url: str, timeout_s: float) -> str:
+def probe(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> str:
     """Whether the target at `url` answers anything within `timeout_s`: a connection to it, a GET
-    of /v1/models, and any byte back (an error status counts: a server that answers, however
-    slowly it serves the load, is measured, not stopped). No credentials are sent: a 401 is an answer."""
+    of /v1/models with the run's `headers` (its credentials: every call to the target carries
+    them), and any byte back (an error status counts: a server that answers, however slowly it
+    serves the load, is measured, not stopped)."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     deadline = time.monotonic() + timeout_s
@@ -199,7 +200,8 @@ def probe(url: str, timeout_s: float) -> str:
         if parts.scheme == "https":  # the handshake is the server's first answer
             conn = tls_context().wrap_socket(conn, server_hostname=parts.hostname)
         path = parts.path.rstrip("/") + "/v1/models"
-        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n".encode())
+        fields = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n{fields}Connection: close\r\n\r\n".encode())
         return ANSWERED if conn.recv(1) else FAILED
     except TimeoutError:
         return SILENT

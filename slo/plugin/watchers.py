@@ -32,21 +32,22 @@ DECISION_CHECK_S = 1.0  # how often --slo-stop-when-decided looks (its bounds ho
 # its workers. A forked worker (`--processes`) sees its master's death at once (`forked_by`).
 MASTER_SILENCE_S = 5.0
 MASTER_CHECK_S = 0.2
+PROBE_AFTER = 1 / 3  # of --slo-unreachable-s with no request ended: then the target is probed
 
 
 def start_watchers(gate: Gate) -> None:
     """The master's (or single process's) watchers for this run, as its options ask."""
-    opts = gate.options
+    early = gate.early_stop
     gate.watchers += [
-        gevent.spawn(watch_reachability, gate, opts.slo_unreachable_s),
+        gevent.spawn(watch_reachability, gate, gate.settings.gate.unreachable_s),
         gevent.spawn(trim_locust_rate_counts, gate.environment),
     ]
-    if gate.stop_when_decided and gate.spec is not None:
+    if early.stop_when_decided and gate.spec is not None:
         gate.watchers.append(gevent.spawn(watch_decisions, gate))
-        note = early_stop_note(gate.confidence, gate.waiting_for, gate.not_blocking)
+        note = early_stop_note(early.confidence, gate.waiting_for, early.not_blocking)
         (log.warning if gate.waiting_for else log.info)("slogate: %s", note)  # waiting defeats the early stop
-    if opts.slo_abort_on_fail and gate.spec is not None:
-        gate.watchers.append(gevent.spawn(watch_breaches, gate, opts.slo_window_s))
+    if early.abort_on_fail and gate.spec is not None:
+        gate.watchers.append(gevent.spawn(watch_breaches, gate, early.window_s))
         note = unwindowed_note(objectives_on_tags(gate.spec))
         if note:
             log.warning("slogate: %s", note)
@@ -75,11 +76,12 @@ def watch_decisions(gate: Gate) -> None:
         if getattr(gate.environment.runner, "state", None) == STATE_SPAWNING:
             continue
         metrics = gate.metrics()
-        looks = look(gate.spec, metrics, gate.confidence, client_delay_ms(gate, metrics))
-        verdict = certain_verdict(looks, gate.waiting_for, gate.not_blocking)
+        early = gate.early_stop
+        looks = look(gate.spec, metrics, early.confidence, client_delay_ms(gate, metrics))
+        verdict = certain_verdict(looks, gate.waiting_for, early.not_blocking)
         if verdict is not None:
             after = round(time.time() - gate.started_at, 3)
-            gate.stopped = RunStop(DECIDED, after, gate.planned_s, verdict, gate.confidence, tuple(looks))
+            gate.stopped = RunStop(DECIDED, after, gate.planned_s, verdict, early.confidence, tuple(looks))
             log.info("slogate: %s", gate.stopped.line())
             end_run(gate.environment)
             return
@@ -159,26 +161,33 @@ def trim_locust_rate_counts(environment: Any) -> None:
 def watch_reachability(gate: Gate, limit_s: float) -> None:
     """Stop a run early when the target does not answer (instead of waiting out --run-time):
     requests refused or timed out (`unreachable_reason`), or nothing at all back, not even to a
-    probe of its own (`silence_reason`: the requests would time out only at --request-timeout)."""
+    probe of its own (`silence_reason`: the requests would time out only at --request-timeout).
+    The probe goes out only once a third of the limit has passed with no request ended at all: a
+    target that answers anything, an error included, is never called more than the load calls it."""
     if limit_s <= 0:
         return
     started = time.monotonic()
-    probe = gevent.spawn(target.probe, target.resolve(gate.environment)[0], limit_s)
+    url, headers = target.resolve(gate.environment)
+    probe: gevent.Greenlet | None = None
     try:
         while True:
-            if probe.ready():
+            if probe is None or probe.ready():
                 gevent.sleep(1.0)
             else:
                 probe.join(timeout=1.0)  # its answer, or its silence, is known at once
             elapsed = time.monotonic() - started
             waited = elapsed - gate.warmup_s  # warm-up requests are not in the store
             total = gate.metrics().get(ALL)
-            reason = silence_reason(probe.value, total, elapsed, limit_s) or unreachable_reason(total, waited, limit_s)
+            if probe is None and url and elapsed >= limit_s * PROBE_AFTER and not (total.requests or total.failures):
+                probe = gevent.spawn(target.probe, url, limit_s - elapsed, headers)
+            value = probe.value if probe is not None else None
+            reason = silence_reason(value, total, elapsed, limit_s) or unreachable_reason(total, waited, limit_s)
             if reason:
                 abort_run(gate.environment, reason)
                 return
     finally:
-        probe.kill(block=False)
+        if probe is not None:
+            probe.kill(block=False)
 
 
 def silence_reason(probe: str | None, total: ClassMetrics, elapsed_s: float, limit_s: float) -> str | None:

@@ -182,7 +182,7 @@ def test_an_slo_only_the_end_can_judge_keeps_the_run_to_its_run_time(own_fault_s
     ("args", "message"),
     [
         ([], "--slo-stop-when-decided decides the SLO file's objectives: give --slo-file"),
-        (["--slo-file", "SLO", "--slo-confidence", "1.5"], "--slo-confidence: must be in (0, 1)"),
+        (["--slo-file", "SLO", "--slo-confidence", "1.5"], "--slo-confidence 1.5: must be in (0, 1)"),
         (["--slo-file", "SLO", "--slo-not-blocking", "typo"], "--slo-not-blocking: 'typo' is not an objective"),
         (["--slo-file", "SLO", "--slo-not-blocking", "p95", "NO-STOP"], "--slo-not-blocking names what"),
     ],
