@@ -115,7 +115,7 @@ def test_the_stop_button_ends_the_run_as_the_user_decided_and_the_report_says_so
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             status = json.loads(get(url + "/slo/status")[1])
-            if status["metrics"].get("all", {}).get("requests", 0) >= 10:
+            if status["metrics"].get("all", {}).get("requests", 0) >= 20:  # min_samples 5 in each class
                 break
             time.sleep(0.3)
         assert (tmp_path / "report" / "slo-journal.jsonl").exists()  # the run's journal, while it goes
@@ -127,7 +127,11 @@ def test_the_stop_button_ends_the_run_as_the_user_decided_and_the_report_says_so
         proc.wait(timeout=30)
     report = json.loads((tmp_path / "report" / "slo-report.json").read_text())
     stopped = report["run"]["stopped"]
-    assert stopped["reason"] == "by_hand" and report["verdict"] == "pass" and proc.returncode == 0
+    assert stopped["reason"] == "by_hand" and proc.returncode == report["exit_code"]
+    # Judged as it stands when stopped: a pass (30 ms TTFTs against 60 and 500 ms), or, where a starved
+    # machine's own delay could explain a miss, the self-check's inconclusive: never a fail.
+    saturated = report["self_check"]["saturated"]
+    assert report["verdict"] == "pass" or (report["verdict"] == "inconclusive" and saturated), report["reasons"]
     assert "Stopped by hand (web UI) after" in (tmp_path / "report" / "slo-summary.md").read_text()
     assert not (tmp_path / "report" / "slo-journal.jsonl").exists()  # the reports hold all it did
 
