@@ -53,11 +53,14 @@ from tests.conftest import ROOT
 RULES_DIR = ROOT / "deploy" / "prometheus"
 DASHBOARD = ROOT / "deploy" / "grafana" / "slogate.json"
 MODEL = "mix=ok+ok+ok+http_429+http_503,ttft_ms=30,tokens=3"
+# The mix's error rate is 0.4, but errors answer at once while an `ok` streams: with 4 users, up to 4
+# `ok`s are still in flight when 5 requests have ended, so a live figure reaches 4 in 5 = 0.8 (a
+# ceiling of 0.5 went pending once in CI). At 0.8 the `errors` objective passes at every scrape.
 SLO_FILE = """\
 slos:
   - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 500}
   - {name: ttft-p95-shared, metric: ttft, percentile: 95, max_ms: 20, class: shared}
-  - {name: errors, metric: error_rate, max: 0.5}
+  - {name: errors, metric: error_rate, max: 0.8}
 min_samples: 5
 warmup_s: 3
 """
