@@ -18,9 +18,11 @@ from slogate.launch.knee import (
     overall_exit_code,
 )
 from slogate.slo.gate import exitcodes
+from slogate.slo.gate.latency_metrics import HEADLINE
 from slogate.slo.gate.verdict import Verdict
 
 JSON_NAME, MARKDOWN_NAME, PNG_NAME = "capacity.json", "capacity.md", "capacity.png"
+P95 = f"{HEADLINE.title} p95"  # what each step shows per class (Step.ttft_p95_ms: the headline metric, TTFT)
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -45,7 +47,7 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
         word = {exitcodes.PASS: "met", exitcodes.FAIL: "NOT met"}.get(code, "undecided")
         lines.append(f"`--min-capacity {min_capacity:g}`: {word} (exit {code}).")
     classes = list(dict.fromkeys(cls for s in result.steps for cls in s.ttft_p95_ms))
-    header = ["step", f"rate {unit}", "verdict", "achieved req/s", *(f"TTFT p95 {c}" for c in classes)]
+    header = ["step", f"rate {unit}", "verdict", "achieved req/s", *(f"{P95} {c}" for c in classes)]
     header += ["goodput req/s", "goodput", "prefix-cache hit", "wall s"]
     lines += ["", _row(header), "|---" * len(header) + "|"]
     for i, s in enumerate(result.steps, 1):
@@ -55,7 +57,7 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
         cells = [str(i), f"{s.rate_rps:g}", verdict, _fmt(s.achieved_rps, 2), *ttfts, _fmt(s.goodput_rps, 2)]
         lines.append(_row([*cells, _fmt(s.goodput_fraction, 3), server, f"{s.wall_s:.0f}"]))
     offered = "new conversations offered" if unit == "conv/s" else "rates offered"
-    lines += ["", f"TTFT in ms, nearest-rank p95 per class; {offered} open loop (all users together)."]
+    lines += ["", f"{HEADLINE.title} in ms, nearest-rank p95 per class; {offered} open loop (all users together)."]
     return "\n".join(lines) + "\n"
 
 
@@ -76,7 +78,7 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
         points = [(s.rate_rps, s.ttft_p95_ms.get(cls), s.verdict) for s in steps if s.ttft_p95_ms.get(cls)]
         if not points:
             continue
-        (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"TTFT p95 {cls}")
+        (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{P95} {cls}")
         failing = [p for p in points if p[2] == Verdict.FAIL]
         ax.scatter([p[0] for p in failing], [p[1] for p in failing], marker="x", s=80, color=line.get_color())
         target = result.ttft_targets_ms.get(cls)
@@ -90,7 +92,7 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
             label=f"capacity {result.capacity_rps:.3g} {result.rate_unit}",
         )
     ax.set_xlabel(f"offered rate ({result.rate_unit})")
-    ax.set_ylabel("TTFT p95 (ms, log scale); dashed: target")
+    ax.set_ylabel(f"{P95} (ms, log scale); dashed: target")
     if ax.has_data():  # no step measured a TTFT (every request failed): nothing to scale
         ax.set_yscale("log")
     ax.grid(alpha=0.3)
@@ -122,7 +124,7 @@ def write_capacity(
 def step_line(step: Step) -> str:
     """One step's outcome in one line, as the search prints it."""
     ttft = ", ".join(f"{c} {v:.1f}" for c, v in step.ttft_p95_ms.items() if v is not None)
-    return f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{stop_note(step)}; TTFT p95 ms {ttft}"
+    return f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{stop_note(step)}; {P95} ms {ttft}"
 
 
 def stop_note(step: Step) -> str:

@@ -1,11 +1,12 @@
 """Before/after comparison of deployment profiles under the same workload.
 
 For each profile: launch it, run the same Locust workload (same seed, so the same prompts),
-collect its report, stop it. Then write `comparison.md` (TTFT per class and, for conversations,
-per first turn and follow-up; TPOT, throughput, SLO verdict, ratio to the first profile),
+collect its report, stop it. Then write `comparison.md` (per class and, for conversations, per
+first turn and follow-up: the latency percentiles the registry's `compare` fields name, TTFT and
+TPOT, throughput, SLO verdict, the headline metric's p95 against the first profile's),
 `comparison.json`, `comparison.html` (every run's figures and charts side by side,
-self-contained) and `ttft.png` (the TTFT percentile curves per profile and class, from the
-reports' histograms).
+self-contained) and `ttft.png` (the headline metric's, TTFT's, percentile curves per profile and
+class, from the reports' histograms).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from slogate.slo.gate.latency_metrics import COMPARE_COLUMNS, HEADLINE
 from slogate.slo.gate.record import ALL, FIRST_TURN, FOLLOW_UP, PREFIX_CLASSES
 from slogate.slo.gate.report import Report
 from slogate.slo.gate.verdict import Outcome
@@ -22,6 +24,14 @@ from slogate.slo.outputs.html import write_html
 from slogate.slo.outputs.html_run import percent
 
 CLASSES = (*PREFIX_CLASSES, FIRST_TURN, FOLLOW_UP, ALL)  # the tags compared; conversation ones where measured
+
+
+def column(metric: str, percentile: int) -> str:
+    """A row's key for a latency percentile: `ttft_p95`."""
+    return f"{metric}_p{percentile}"
+
+
+RATIO = f"{column(HEADLINE.name, 95)}_vs_first"  # the row's key for the headline p95 against the first profile's
 
 
 def _ratio(value: float | None, base: float | None) -> str:
@@ -38,6 +48,7 @@ def comparison_rows(reports: dict[str, Report]) -> list[dict[str, Any]]:
     rows = []
     summaries = {profile: report.metrics_summary() for profile, report in reports.items()}
     first = next(iter(reports))
+    headline = f"{HEADLINE.name}_ms"
     for profile, report in reports.items():
         for cls in CLASSES:
             m = summaries[profile].get(cls)
@@ -49,32 +60,25 @@ def comparison_rows(reports: dict[str, Report]) -> list[dict[str, Any]]:
                     "profile": profile,
                     "class": cls,
                     "requests": m["requests"],
-                    "ttft_p50": m["ttft_ms"]["p50"],
-                    "ttft_p95": m["ttft_ms"]["p95"],
-                    "ttft_p99": m["ttft_ms"]["p99"],
-                    "tpot_p50": m["tpot_ms"]["p50"],
+                    **{column(metric.name, p): m[f"{metric.name}_ms"][f"p{p}"] for metric, p in COMPARE_COLUMNS},
                     "output_tokens_per_s": m["output_tokens_per_s"],
                     "prompt_cache_hit_rate": m.get("prompt_cache_hit_rate"),
                     "verdict": str(report.verdict),
-                    "ttft_p95_vs_first": _ratio(m["ttft_ms"]["p95"], base.get("ttft_ms", {}).get("p95")),
+                    RATIO: _ratio(m[headline]["p95"], base.get(headline, {}).get("p95")),
                 }
             )
     return rows
 
 
 def render_markdown(reports: dict[str, Report]) -> str:
-    lines = [
-        "| profile | class | requests | TTFT p50 | TTFT p95 | TTFT p99 | TPOT p50 | out tok/s | cached "
-        "| TTFT p95 vs first | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    header = ["profile", "class", "requests", *(f"{m.title} p{p}" for m, p in COMPARE_COLUMNS), "out tok/s"]
+    header += ["cached", f"{HEADLINE.title} p95 vs first", "verdict"]
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     for r in comparison_rows(reports):
         tps = "-" if r["output_tokens_per_s"] is None else f"{r['output_tokens_per_s']:.1f}"
-        lines.append(
-            f"| {r['profile']} | {r['class']} | {r['requests']} | {_ms(r['ttft_p50'])} | {_ms(r['ttft_p95'])} | "
-            f"{_ms(r['ttft_p99'])} | {_ms(r['tpot_p50'])} | {tps} | {percent(r['prompt_cache_hit_rate'])} | "
-            f"{r['ttft_p95_vs_first']} | {r['verdict']} |"
-        )
+        latency = [_ms(r[column(m.name, p)]) for m, p in COMPARE_COLUMNS]
+        cells = [r["profile"], r["class"], str(r["requests"]), *latency, tps, percent(r["prompt_cache_hit_rate"])]
+        lines.append("| " + " | ".join([*cells, r[RATIO], r["verdict"]]) + " |")
     lines.append("")
     lines.append(
         "Latencies in ms; same workload and seed for every profile. Cached: the share of the prompt tokens "
@@ -123,16 +127,16 @@ def plot_by_class(
 
 
 def plot_ttft(reports: dict[str, Report], out: Path) -> Path | None:
-    """Percentile curves of TTFT per profile and class, from the reports' histograms."""
+    """Percentile curves of the headline metric (TTFT) per profile and class, from the reports' histograms."""
     percentiles = [p / 10 for p in range(1, 1000)]
 
     def draw(ax: Any, cls: str) -> None:
         for profile, report in reports.items():
-            h = report.measurements.get(cls).latency["ttft"]
+            h = report.measurements.get(cls).latency[HEADLINE.name]
             if h.count:
                 ax.plot(percentiles, [h.percentile_ms(p) for p in percentiles], label=profile)
 
-    return plot_by_class(out, draw, "TTFT", "percentile", "TTFT")
+    return plot_by_class(out, draw, HEADLINE.title, "percentile", HEADLINE.title)
 
 
 def write_comparison(reports: dict[str, Report], out_dir: Path) -> dict[str, Path | None]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import DECIDED
+from slogate.slo.gate.latency_metrics import HEADLINE
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report, goodput_summary
 from slogate.slo.gate.verdict import Verdict
@@ -122,7 +123,7 @@ def step_from_report(rate: float, report: Report, attempts: int, step_s: float, 
         achieved_rps=total.get("requests_per_s"),
         requests=total.get("requests") or 0,
         dropped=total.get("dropped") or 0,
-        ttft_p95_ms={cls: (m.get("ttft_ms") or {}).get("p95") for cls, m in summary.items()},
+        ttft_p95_ms={cls: (m.get(f"{HEADLINE.name}_ms") or {}).get("p95") for cls, m in summary.items()},
         goodput_rps=goodput.get("goodput_rps"),
         goodput_fraction=goodput.get("fraction"),
         server=server,
@@ -195,7 +196,7 @@ def ttft_targets(report: Report) -> dict[str, float]:
     out: dict[str, float] = {}
     for r in report.slos:
         o = r.objective
-        if o.metric == "ttft" and o.max is not None:
+        if o.metric == HEADLINE.name and o.max is not None:
             out[o.request_class] = min(out.get(o.request_class, math.inf), o.max)
     return out
 

@@ -1,4 +1,5 @@
-"""Time series: per-interval HdrHistograms of TTFT, ITL and E2E per request class.
+"""Time series: per-interval HdrHistograms per request class of the latency metrics kept in
+intervals (slo/gate/latency_metrics.py `in_intervals`: TTFT, ITL and E2E).
 
 Every request belongs to interval `k = floor(started_at / interval_s)`: the index counts whole
 intervals of Unix time, so every process of a distributed run (same `--slo-interval-s`, clocks
@@ -35,11 +36,17 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from slogate.slo.gate.histogram import LatencyHistogram, ValueBatch, combined_percentiles_ms, merged
+from slogate.slo.gate.histogram import LatencyHistogram, combined_percentiles_ms, merged
+from slogate.slo.gate.latency_metrics import (
+    INTERVAL_METRICS,
+    SINGLE_IN_INTERVALS,
+    UNFINISHED_IN_INTERVALS,
+    Batches,
+    batches,
+)
 from slogate.slo.gate.record import ALL, ErrorKind, RequestRecord
 
 DEFAULT_INTERVAL_S = 5.0
-INTERVAL_METRICS = ("ttft", "itl", "e2e")
 LIVE_INTERVALS = 4  # intervals kept as live histograms (the most recently touched ones)
 SERIES_PERCENTILES = (50, 95, 99)
 MAX_FILLED_INTERVALS = 50_000  # beyond this span, the series lists only the intervals that have data
@@ -83,25 +90,29 @@ class ClassInterval:
         text = self.encoded.get(metric)
         return LatencyHistogram.decode(text).count if text else 0
 
-    def add(self, rec: RequestRecord, itl: ValueBatch | None = None) -> None:
-        """The same rules as `ClassMetrics.add` (slo/gate/metrics.py), for the interval's metrics."""
+    def add(self, rec: RequestRecord, many: Batches | None = None) -> None:
+        """The same rules as `ClassMetrics.add` (slo/gate/metrics.py), for the metrics kept in
+        intervals (`LatencyMetric.in_intervals`)."""
         if rec.error_kind == ErrorKind.DROPPED:
             self.dropped += 1
             return
         if rec.error_kind == ErrorKind.UNFINISHED:
             self.unfinished += 1
-            self._hist("ttft").record_us(rec.e2e_us if rec.ttft_us is None else rec.ttft_us)
+            for name, waited in UNFINISHED_IN_INTERVALS:
+                self._hist(name).record_us(waited(rec))
             return
         self.requests += 1
         if rec.error_kind is not None:
             self.failures += 1
             self.errors_by_kind[str(rec.error_kind)] += 1
             return
-        if rec.ttft_us is not None:
-            self._hist("ttft").record_us(rec.ttft_us)
-        if rec.itl_us:
-            (itl or ValueBatch(rec.itl_us)).record_into(self._hist("itl"))
-        self._hist("e2e").record_us(rec.e2e_us)
+        for name, value_of in SINGLE_IN_INTERVALS:
+            value_us = value_of(rec)
+            if value_us is not None:
+                self._hist(name).record_us(value_us)
+        for name, batch in batches(rec) if many is None else many:
+            if name in INTERVAL_METRICS:
+                batch.record_into(self._hist(name))
         self.output_tokens += rec.completion_tokens or 0
 
     def close(self) -> None:
@@ -224,10 +235,10 @@ class IntervalSeries:
         for ci in (self.intervals.get(idx) or {}).values():
             ci.close()
 
-    def add(self, rec: RequestRecord, itl: ValueBatch | None = None) -> None:
-        """File `rec` under its interval; `itl`: its ITL gaps already indexed (`ValueBatch`)."""
+    def add(self, rec: RequestRecord, many: Batches | None = None) -> None:
+        """File `rec` under its interval; `many`: its `batches` already indexed."""
         if self.interval_s > 0:
-            self._slot(self.index(rec.started_at), rec.request_class).add(rec, itl)
+            self._slot(self.index(rec.started_at), rec.request_class).add(rec, many)
 
     def live_count(self) -> int:
         return sum(1 for by_class in self.intervals.values() for ci in by_class.values() if ci.live)

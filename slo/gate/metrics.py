@@ -12,14 +12,20 @@ series (`intervals`: per-interval histograms, slo/gate/intervals.py), which trav
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
-from slogate.slo.gate.histogram import LatencyHistogram, ValueBatch
+from slogate.slo.gate.histogram import LatencyHistogram
 from slogate.slo.gate.intervals import DEFAULT_INTERVAL_S, IntervalSeries
+from slogate.slo.gate.latency_metrics import (
+    GOODPUT_METRICS,
+    LATENCY_METRICS,
+    SINGLE,
+    TTFT,
+    UNFINISHED,
+    Batches,
+    batches,
+)
 from slogate.slo.gate.record import ALL, ErrorKind, RequestRecord
-
-LATENCY_METRICS = ("ttft", "itl", "tpot", "e2e", "send_lag")
 
 
 class ClassMetrics:
@@ -37,7 +43,7 @@ class ClassMetrics:
         self.unfinished = 0
         self.unfinished_waiting = 0
         # Their TTFT values apart as well (made at the first): goodput leaves them out, and its
-        # ceiling (slo/gate/evaluate.py) must take exactly them out of the TTFT histogram.
+        # ceiling (slo/gate/goodput_kind.py) must take exactly them out of the TTFT histogram.
         self.unfinished_ttft: LatencyHistogram | None = None
         self.errors_by_kind: Counter[str] = Counter()
         self.prompt_tokens = 0
@@ -48,8 +54,9 @@ class ClassMetrics:
         self.first_start: float | None = None
         self.last_end: float | None = None
 
-    def add(self, rec: RequestRecord, itl: ValueBatch | None = None) -> None:
-        """`itl`: the record's ITL gaps already turned into histogram indexes (MetricsStore.add)."""
+    def add(self, rec: RequestRecord, many: Batches | None = None) -> None:
+        """`many`: the record's `batches`, indexed once for every aggregate it counts in
+        (MetricsStore.add); indexed here when not given."""
         if rec.error_kind == ErrorKind.DROPPED:
             self.dropped += 1
             return
@@ -57,11 +64,13 @@ class ClassMetrics:
             self.unfinished += 1
             if rec.ttft_us is None:
                 self.unfinished_waiting += 1
-            waited_us = rec.e2e_us if rec.ttft_us is None else rec.ttft_us
-            self.latency["ttft"].record_us(waited_us)
-            if self.unfinished_ttft is None:
-                self.unfinished_ttft = LatencyHistogram()
-            self.unfinished_ttft.record_us(waited_us)
+            for name, waited in UNFINISHED:
+                waited_us = waited(rec)
+                self.latency[name].record_us(waited_us)
+                if name == TTFT.name:
+                    if self.unfinished_ttft is None:
+                        self.unfinished_ttft = LatencyHistogram()
+                    self.unfinished_ttft.record_us(waited_us)
             return
         self.requests += 1
         end = rec.started_at + rec.e2e_us / 1e6
@@ -74,16 +83,12 @@ class ClassMetrics:
             self.errors_by_kind[str(rec.error_kind)] += 1
             return
         lat = self.latency
-        if rec.send_lag_us is not None:
-            lat["send_lag"].record_us(rec.send_lag_us)
-        if rec.ttft_us is not None:
-            lat["ttft"].record_us(rec.ttft_us)
-        if rec.itl_us:
-            (itl or ValueBatch(rec.itl_us)).record_into(lat["itl"])
-        tpot = rec.tpot_us
-        if tpot is not None:
-            lat["tpot"].record_us(tpot)
-        lat["e2e"].record_us(rec.e2e_us)
+        for name, value_of in SINGLE:
+            value_us = value_of(rec)
+            if value_us is not None:
+                lat[name].record_us(value_us)
+        for name, batch in batches(rec) if many is None else many:
+            batch.record_into(lat[name])
         self.prompt_tokens += rec.prompt_tokens or 0
         self.output_tokens += rec.completion_tokens or 0
         if rec.cached_tokens is not None:
@@ -215,16 +220,6 @@ class ClassMetrics:
         return out
 
 
-# The metrics a goodput limit can name and each one's value in a record (us), defined once: vLLM's
-# `--goodput` metrics (its `e2el` is our `e2e`). The SLO file's fields are these names with `_ms`
-# (slo/gate/spec.py `GOODPUT_LIMITS`).
-GOODPUT_METRICS: dict[str, Callable[[RequestRecord], int | None]] = {
-    "ttft": lambda rec: rec.ttft_us,
-    "tpot": lambda rec: rec.tpot_us or 0,  # vLLM counts a one-token answer's TPOT as 0
-    "e2e": lambda rec: rec.e2e_us,
-}
-
-
 class MetricsStore:
     """Request records aggregated per class, `all` derived by merging the classes, and per tag
     (`tags`: each record also counts under each of its tags; their number is bounded).
@@ -252,16 +247,16 @@ class MetricsStore:
         cm = self.classes.get(rec.request_class)
         if cm is None:
             cm = self.classes[rec.request_class] = ClassMetrics()
-        itl = ValueBatch(rec.itl_us) if rec.itl_us and rec.error_kind is None else None
-        cm.add(rec, itl)
+        many = batches(rec) if rec.error_kind is None else None
+        cm.add(rec, many)
         tagged = [cm]
         for tag in rec.tags:
             tm = self.tags.get(tag)
             if tm is None:
                 tm = self.tags[tag] = ClassMetrics()
-            tm.add(rec, itl)
+            tm.add(rec, many)
             tagged.append(tm)
-        self.intervals.add(rec, itl)
+        self.intervals.add(rec, many)
         if self.goodput_targets_ms is not None and rec.error_kind is None and self._is_good(rec):
             for m in tagged:
                 m.good += 1

@@ -9,6 +9,11 @@ the percentile.
 - the whole interval is above the tolerance  -> `regression`
 - the whole interval is within the tolerance -> `ok`
 - the interval straddles the tolerance       -> `inconclusive` (a small or noisy run; no false alarm)
+
+The rules are the one kind of objective judged against another run, so they are not in the
+registry of slo/gate/objective_kinds.py: this module owns their SLO-file schema (`parse_rules`),
+their comparison and their JSON; only the end of a run judges them (slo/gate/early_stop.py
+`REGRESSIONS`), never a window.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Any
 
 from slogate.slo.gate.bootstrap import change_interval_pct
 from slogate.slo.gate.facts import WorkloadFacts
-from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.metrics import LATENCY_METRICS, MetricsStore
+from slogate.slo.gate.objective_kind import SloSpecError
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.verdict import RegressionStatus
 
@@ -180,3 +186,30 @@ def check(
         (s for s in (RegressionStatus.REGRESSION, RegressionStatus.INCONCLUSIVE) if s in found), RegressionStatus.OK
     )
     return RegressionCheck(status, action, comparisons, **stamp)
+
+
+def parse_rules(entries: Any, source: str) -> tuple[RegressionRule, ...]:
+    """The SLO file's `regressions:` list; errors name the file, the entry and the field."""
+    if not isinstance(entries, list):
+        raise SloSpecError(f"{source}: field 'regressions': must be a list of rules")
+    rules = []
+    for i, e in enumerate(entries):
+        where = f"{source}: regressions[{i}]"
+        if not isinstance(e, dict):
+            raise SloSpecError(f"{where}: must be a mapping")
+        unknown = sorted(set(e) - {"metric", "percentile", "max_increase_pct", "class"})
+        if unknown:
+            raise SloSpecError(f"{where}: unknown field {unknown[0]!r}")
+        if e.get("metric") not in LATENCY_METRICS:
+            raise SloSpecError(
+                f"{where}: field 'metric': {e.get('metric')!r} is not one of {', '.join(LATENCY_METRICS)}"
+            )
+        for key, high in (("percentile", 100), ("max_increase_pct", None)):
+            v = e.get(key)
+            if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0 or (high and v > high):
+                raise SloSpecError(f"{where}: field {key!r}: must be a number > 0{f' and <= {high}' if high else ''}")
+        request_class = e.get("class", ALL)
+        if not isinstance(request_class, str) or not request_class.strip():
+            raise SloSpecError(f"{where}: field 'class': must be a request class name such as 'shared'")
+        rules.append(RegressionRule(e["metric"], float(e["percentile"]), float(e["max_increase_pct"]), request_class))
+    return tuple(rules)

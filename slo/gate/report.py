@@ -232,12 +232,12 @@ def objective_json(r: ObjectiveResult) -> dict[str, Any]:
         "class": o.request_class,
         "percentile": o.percentile,
         "target": {
-            **{k: v for k, v in (("max_ms" if o.is_latency else "max", o.max), ("min", o.min)) if v is not None},
+            **{k: v for k, v in ((o.kind.max_key, o.max), ("min", o.min)) if v is not None},
             **({"limits_ms": dict(o.limits_ms)} if o.limits_ms else {}),
         },
         "objective": o.describe(),
         "observed": None if r.observed is None else round(r.observed, 6),
-        "unit": "ms" if o.is_latency else "",
+        "unit": o.kind.unit,
         "samples": r.samples,
         "result": str(r.result),
     }

@@ -31,14 +31,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from slogate.slo.gate.engines import ENGINES, UNKNOWN, VLLM, Engine, detect
 from slogate.slo.gate.facts import from_utc_iso, utc_iso
 
-# The SLO metrics these figures provide, and which figure each one reads.
-SLO_METRICS = {
-    "prefix_cache_hit_rate": "prefix_cache_hit_rate",
-    "kv_cache_usage": "kv_cache_usage_max",
-    "num_requests_waiting": "num_requests_waiting_max",
-    "num_requests_running": "num_requests_running_max",
-    "preemptions": "preemptions",
-}
 GAUGES = ("kv_cache_usage", "num_requests_waiting", "num_requests_running")  # peak and mean, and charted
 NO_ENGINE = (
     f"its /metrics has none of the names of {', '.join(e.title for e in ENGINES)}: no server figures (docs/engines.md)"
@@ -117,10 +109,6 @@ class ServerFigures:
     client_server_ttft_gap_ms: float | None = None  # the judge's: client TTFT mean - server TTFT mean
     restarts: tuple[str, ...] = ()  # UTC (ISO, whole s): the first scrape that answered after each restart
     engine: str = VLLM.name  # whose names were read (`Engine.name`); reports older than the others are vLLM's
-
-    def figure(self, slo_metric: str) -> float | None:
-        """The figure an SLO on `slo_metric` (a key of `SLO_METRICS`) reads; None when unavailable."""
-        return getattr(self, SLO_METRICS[slo_metric]) if self.available else None
 
     def to_json(self) -> dict[str, Any]:
         if not self.available:

@@ -10,7 +10,9 @@ probability P(Binomial(n, p) >= k); the largest k for which that is >= the confi
 the bound. A bound above the target means even the luckiest plausible truth breaches.
 
 The window is read from the run's time series (slo/gate/intervals.py: per-interval histograms by
-request start), the whole intervals that overlap the last `window_s` seconds. Only metrics the
+request start), the whole intervals that overlap the last `window_s` seconds. Which objectives a
+window judges, and the bound it judges them by, each objective's kind says
+(slo/gate/objective_kinds.py `windowable`, `window_bound`). Only metrics the
 time series keeps (TTFT, ITL, E2E) on `all` or a request class are windowed; every other objective,
 those on a tag included (`unwindowed_note` says so once), is judged at the end as usual.
 The judge knows nothing of Locust: slo/plugin/ calls `first_breach`, stops, and puts the
@@ -21,13 +23,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 import numpy as np
 from slogate.slo.gate.facts import Breach
 from slogate.slo.gate.histogram import LatencyHistogram, merged
-from slogate.slo.gate.intervals import INTERVAL_METRICS, IntervalSeries
+from slogate.slo.gate.intervals import IntervalSeries
 from slogate.slo.gate.record import is_conversation_tag
-from slogate.slo.gate.spec import Objective, SloSpec
+
+if TYPE_CHECKING:  # the kinds (slo/gate/objective_kinds.py) read their windows with this module's bounds
+    from slogate.slo.gate.spec import Objective, SloSpec
 
 ABORT_CONFIDENCE = 0.99  # one-sided; checked every few seconds, so kept strict
 DEFAULT_WINDOW_S = 30.0
@@ -62,14 +67,10 @@ def windowed(series: IntervalSeries, metric: str, request_class: str, now: float
     return merged(hists) or LatencyHistogram()
 
 
-def _windowable(o: Objective) -> bool:
-    return o.is_latency and o.metric in INTERVAL_METRICS
-
-
 def windowed_objectives(spec: SloSpec) -> list[Objective]:
     """The objectives a window can judge: latency percentiles of metrics the time series keeps, on
     `all` or a request class (the time series is kept per class, not per conversation tag)."""
-    return [o for o in spec.objectives if _windowable(o) and not is_conversation_tag(o.request_class)]
+    return [o for o in spec.objectives if o.kind.windowable(o) and not is_conversation_tag(o.request_class)]
 
 
 def objectives_on_tags(spec: SloSpec, tags: Collection[str] = ()) -> list[Objective]:
@@ -84,7 +85,7 @@ def objectives_on_tags(spec: SloSpec, tags: Collection[str] = ()) -> list[Object
     return [
         o
         for o in spec.objectives
-        if _windowable(o) and (is_conversation_tag(o.request_class) or o.request_class in tags)
+        if o.kind.windowable(o) and (is_conversation_tag(o.request_class) or o.request_class in tags)
     ]
 
 
@@ -113,16 +114,12 @@ def first_breach(
     if not series.enabled:
         return None
     for o in windowed_objectives(spec):
-        assert o.percentile is not None and o.max is not None
         h = windowed(series, o.metric, o.request_class, now, window_s)
         if h.count < spec.min_samples:
             continue
-        rank = lower_bound_rank(h.count, o.percentile)
-        if not rank:
-            continue
-        bound = value_at_rank_ms(h, rank)
-        if bound - client_delay_ms > o.max:
-            observed = h.percentile_ms(o.percentile) or bound
+        breach = o.kind.window_bound(o, h, client_delay_ms)
+        if breach is not None:
+            observed, bound = breach
             return Breach(
                 o.name,
                 o.describe(),

@@ -9,7 +9,7 @@ from typing import Any
 
 from slogate.slo.gate.facts import from_utc_iso
 from slogate.slo.gate.histogram import LatencyHistogram
-from slogate.slo.gate.intervals import INTERVAL_METRICS
+from slogate.slo.gate.latency_metrics import INTERVAL_METRICS
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report
@@ -31,7 +31,7 @@ def targets(objectives: list[Objective] | tuple[Objective, ...]) -> list[dict[st
             "label": o.describe(),
         }
         for o in objectives
-        if o.is_latency and o.max is not None
+        if o.kind.on_latency_curves and o.max is not None
     ]
 
 

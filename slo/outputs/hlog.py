@@ -30,7 +30,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from slogate.slo.gate.intervals import INTERVAL_METRICS, IntervalSeries
+from slogate.slo.gate.intervals import IntervalSeries
+from slogate.slo.gate.latency_metrics import LATENCY
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.outputs.files import write_atomically
 
@@ -45,7 +46,8 @@ def tag(metric: str, request_class: str) -> str:
 
 
 def render_hlog(intervals: IntervalSeries, comment: str = "") -> str:
-    lines = [f"#[slogate interval log: {', '.join(m.upper() for m in INTERVAL_METRICS)} per request class]"]
+    metrics = [m for m in LATENCY if m.in_intervals]
+    lines = [f"#[slogate interval log: {', '.join(m.title for m in metrics)} per request class]"]
     if comment:
         lines.append(f"#[{comment}]")
     lines.append(f"#[Histogram log format version {FORMAT_VERSION}]")
@@ -63,10 +65,12 @@ def render_hlog(intervals: IntervalSeries, comment: str = "") -> str:
     lines.append('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"')
     for idx in indexes:
         start = idx * intervals.interval_s - indexes[0] * intervals.interval_s
-        for metric in INTERVAL_METRICS:
-            for cls, h in intervals.histograms(idx, metric).items():
+        for metric in metrics:
+            for cls, h in intervals.histograms(idx, metric.name).items():
                 max_s = (h.max_ms() or 0.0) * 1000 / MAX_VALUE_UNIT_RATIO
-                lines.append(f"Tag={tag(metric, cls)},{start:.3f},{intervals.interval_s:.3f},{max_s:.6f},{h.encode()}")
+                lines.append(
+                    f"Tag={tag(metric.name, cls)},{start:.3f},{intervals.interval_s:.3f},{max_s:.6f},{h.encode()}"
+                )
     return "\n".join(lines) + "\n"
 
 

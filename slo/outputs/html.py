@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from slogate.slo.gate.intervals import INTERVAL_METRICS
+from slogate.slo.gate.latency_metrics import COMPARE_COLUMNS, HEADLINE, INTERVAL_METRICS
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report
 from slogate.slo.outputs.charts import chart_data, charted_classes, percentile_grid
@@ -69,16 +69,18 @@ e = html.escape
 
 def comparison_section(reports: list[tuple[str, Report]]) -> str:
     first = reports[0][1].metrics_summary()
+    headline = f"{HEADLINE.name}_ms"
     rows = []
     for name, report in reports:
         for cls, m in report.metrics_summary().items():
-            base = (first.get(cls) or {}).get("ttft_ms", {}).get("p95")
-            p95 = m["ttft_ms"]["p95"]
+            base = (first.get(cls) or {}).get(headline, {}).get("p95")
+            p95 = m[headline]["p95"]
             ratio = f"{p95 / base:.2f}x" if p95 is not None and base else "-"
+            latency = "".join(
+                f"<td class=num>{num(m[f'{metric.name}_ms'][f'p{p}'])}</td>" for metric, p in COMPARE_COLUMNS
+            )
             rows.append(
-                f"<tr><td>{e(name)}</td><td>{e(cls)}</td><td class=num>{num(m['requests'])}</td>"
-                f"<td class=num>{num(m['ttft_ms']['p50'])}</td><td class=num>{num(p95)}</td>"
-                f"<td class=num>{num(m['ttft_ms']['p99'])}</td><td class=num>{num(m['tpot_ms']['p50'])}</td>"
+                f"<tr><td>{e(name)}</td><td>{e(cls)}</td><td class=num>{num(m['requests'])}</td>{latency}"
                 f"<td class=num>{num(m['output_tokens_per_s'])}</td><td class=num>{ratio}</td>"
                 f"<td>{verdict_badge(report) if cls == ALL else ''}</td></tr>"
             )
@@ -87,16 +89,20 @@ def comparison_section(reports: list[tuple[str, Report]]) -> str:
         for cls in charted_classes(report.measurements):
             if cls not in classes:
                 classes.append(cls)
+    title, metric = HEADLINE.title, HEADLINE.name
     overlays = "".join(
-        chart("overlay-time", -1, f"TTFT p95 over time, {cls}: one line per run", cls=cls, metric="ttft")
-        + chart("overlay-percentiles", -1, f"TTFT percentile curves, {cls}: one line per run", cls=cls, metric="ttft")
+        chart("overlay-time", -1, f"{title} p95 over time, {cls}: one line per run", cls=cls, metric=metric)
+        + chart(
+            "overlay-percentiles", -1, f"{title} percentile curves, {cls}: one line per run", cls=cls, metric=metric
+        )
         for cls in classes
     )
+    columns = "".join(f"<th>{e(m.title)} p{p}</th>" for m, p in COMPARE_COLUMNS)
+    columns += f"<th>out tok/s</th><th>{e(title)} p95 vs first</th>"
     return f"""
 <section class="comparison">
 <h2>Comparison ({len(reports)} runs, same workload; ratios against {e(reports[0][0])})</h2>
-<table><thead><tr><th>run</th><th>class</th><th>requests</th><th>TTFT p50</th><th>TTFT p95</th><th>TTFT p99</th>
-<th>TPOT p50</th><th>out tok/s</th><th>TTFT p95 vs first</th><th>verdict</th></tr></thead>
+<table><thead><tr><th>run</th><th>class</th><th>requests</th>{columns}<th>verdict</th></tr></thead>
 <tbody>{"".join(rows)}</tbody></table>
 <div class="charts">{overlays}</div>
 </section>"""

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from slogate.slo.gate.engines import title
-from slogate.slo.gate.intervals import INTERVAL_METRICS
+from slogate.slo.gate.latency_metrics import HEADLINE, LATENCY, TABLE_COLUMNS
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report, RunInfo, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.gate.self_check import summary as self_check_summary
@@ -25,10 +25,6 @@ VERDICT_COLORS = {
     Verdict.UNGATED: "#57606a",
 }
 RESULT_CLASSES = {Outcome.PASS: "pass", Outcome.FAIL: "fail", Outcome.INSUFFICIENT: "insufficient"}
-METRIC_TITLES = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E"}
-e = html.escape
-
-
 e = html.escape
 
 
@@ -48,11 +44,11 @@ def percent(fraction: float | None) -> str:
 def _observed(observed: float | None, o: Objective) -> str:
     if observed is None:
         return "no data"
-    return f"{observed:,.1f} ms" if o.is_latency else f"{observed:.4g}"
+    return o.kind.format_value(observed)
 
 
 def _target(o: Objective) -> str:
-    unit = " ms" if o.is_latency else ""
+    unit = f" {o.kind.unit}" if o.kind.unit else ""
     parts = [f"&le; {o.max:g}{unit}"] if o.max is not None else []
     if o.min is not None:
         parts.append(f"&ge; {o.min:g}{unit}")
@@ -116,12 +112,11 @@ def _metrics_table(report: Report) -> str:
         return '<p class="muted">No requests were measured.</p>'
     rows = []
     for cls, m in metrics.items():
+        latency = "".join(f"<td class=num>{num(m[f'{metric.name}_ms'][f'p{p}'])}</td>" for metric, p in TABLE_COLUMNS)
         rows.append(
             f"<tr><td>{e(cls)}</td><td class=num>{num(m['requests'])}</td><td class=num>{num(m['failures'])}</td>"
-            f"<td class=num>{num(m['ttft_ms']['p50'])}</td><td class=num>{num(m['ttft_ms']['p95'])}</td>"
-            f"<td class=num>{num(m['ttft_ms']['p99'])}</td><td class=num>{num(m['itl_ms']['p50'])}</td>"
-            f"<td class=num>{num(m['tpot_ms']['p50'])}</td><td class=num>{num(m['e2e_ms']['p95'])}</td>"
-            f"<td class=num>{num(m['output_tokens_per_s'])}</td><td class=num>{num(m['requests_per_s'], 2)}</td>"
+            f"{latency}<td class=num>{num(m['output_tokens_per_s'])}</td>"
+            f"<td class=num>{num(m['requests_per_s'], 2)}</td>"
             f"<td class=num>{num(m['mean_prompt_tokens'])}</td>"
             f"<td class=num>{percent(m['prompt_cache_hit_rate'])}</td></tr>"
         )
@@ -131,9 +126,11 @@ def _metrics_table(report: Report) -> str:
     if errors:
         foot = "<p>Failures by kind: " + ", ".join(f"{e(k)} {v:,}" for k, v in errors.items()) + ".</p>"
     return (
-        "<table><thead><tr><th>class</th><th>requests</th><th>failed</th><th>TTFT p50</th><th>TTFT p95</th>"
-        "<th>TTFT p99</th><th>ITL p50</th><th>TPOT p50</th><th>E2E p95</th><th>out tok/s</th><th>req/s</th>"
-        "<th>prompt tok</th><th>cached</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<table><thead><tr><th>class</th><th>requests</th><th>failed</th>"
+        + "".join(f"<th>{e(metric.title)} p{p}</th>" for metric, p in TABLE_COLUMNS)
+        + "<th>out tok/s</th><th>req/s</th><th>prompt tok</th><th>cached</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
         '<p class="muted">Latencies in ms: HdrHistograms (3 significant digits), nearest-rank percentiles. '
         "Prompt tok: mean prompt tokens; cached: the share the server reported as cached "
         "(<code>usage.prompt_tokens_details.cached_tokens</code>).</p>" + foot
@@ -281,13 +278,14 @@ def run_section(i: int, name: str | None, report: Report, data: dict[str, Any]) 
         notes += f'<li class="stopped">{e(stopped)}</li>'
     interval = report.measurements.intervals.interval_s
     per = f"per {interval:g} s interval" if interval else "per interval"
-    ttft_title = f"TTFT p50 (dashed) and p95 over time, {per}, per class; SLO targets as long dashes"
+    over_time = f"{HEADLINE.title} p50 (dashed) and p95 over time, {per}, per class; SLO targets as long dashes"
     charts = [
-        chart("latency-time", i, ttft_title, metric="ttft"),
+        chart("latency-time", i, over_time, metric=HEADLINE.name),
         chart("rate-time", i, f"Requests and errors by kind per second, {per}"),
         *(
-            chart("percentiles", i, f"{METRIC_TITLES[m]} percentile curves per class (log scales)", metric=m)
-            for m in INTERVAL_METRICS
+            chart("percentiles", i, f"{m.title} percentile curves per class (log scales)", metric=m.name)
+            for m in LATENCY
+            if m.in_intervals
         ),
         chart(
             "server-time",

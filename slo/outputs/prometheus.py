@@ -4,7 +4,8 @@ the run goes on, next to the server's own `/metrics`.
 Rendered with prometheus-client from a `Report` (the gate's `snapshot()`), so the figures are the
 report's, not a second bookkeeping: per request class or tag (label `class`: `all` is every
 request, the tags overlap the classes, so never sum over `class`)
-- TTFT, TPOT, ITL and E2E as histograms in seconds. Their buckets are counted from the exact
+- the latency metrics (slo/gate/latency_metrics.py, those with a `prometheus` name: TTFT, ITL,
+  TPOT, E2E) as histograms in seconds. Their buckets are counted from the exact
   HdrHistograms: a sample counts in `le` when its value as the report states it (the highest value
   of its HdrHistogram range, within 0.1% of the truth) is <= `le`. So for any bucket bound and the
   report's nearest-rank percentile, "p <= le" holds exactly when the bucket holds at least that
@@ -29,6 +30,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 from slogate.slo.gate.facts import from_utc_iso
 from slogate.slo.gate.histogram import LatencyHistogram
+from slogate.slo.gate.latency_metrics import PROMETHEUS
 from slogate.slo.gate.metrics import ClassMetrics
 from slogate.slo.gate.record import ErrorKind
 from slogate.slo.gate.report import Report
@@ -42,13 +44,6 @@ BUCKETS_S: tuple[float, ...] = (
     0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 0.8, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0,
     15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
 )  # fmt: skip
-# The report's latency metrics (slo/gate/metrics.py) and their names here, after vLLM's.
-HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
-    ("ttft", "time_to_first_token_seconds", "Time to first token seen by the client"),
-    ("tpot", "time_per_output_token_seconds", "Time per output token after the first (vLLM's TPOT)"),
-    ("itl", "inter_token_latency_seconds", "Gaps between consecutive token events"),
-    ("e2e", "e2e_request_latency_seconds", "Request latency from send to the last event"),
-)
 # Failure kinds, every one exposed (0 until it happens) so that rate() sees each series start.
 FAILURE_KINDS = tuple(str(k) for k in ErrorKind if k not in (ErrorKind.DROPPED, ErrorKind.UNFINISHED))
 _COUNTERS: tuple[tuple[str, str, Callable[[ClassMetrics], int]], ...] = (
@@ -85,10 +80,12 @@ def histogram_buckets(hist: LatencyHistogram) -> tuple[list[tuple[str, float]], 
 def _measurements(report: Report) -> Iterator[Metric]:
     store = report.measurements
     per_class = {name: store.get(name) for name in store.class_names()}
-    for key, name, doc in HISTOGRAMS:
-        family = HistogramMetricFamily(PREFIX + name, f"{doc}, per request class or tag", labels=["class"])
+    for metric in PROMETHEUS:
+        family = HistogramMetricFamily(
+            f"{PREFIX}{metric.prometheus}", f"{metric.description}, per request class or tag", labels=["class"]
+        )
         for cls, m in per_class.items():
-            buckets, total = histogram_buckets(m.latency[key])
+            buckets, total = histogram_buckets(m.latency[metric.name])
             family.add_metric([cls], buckets, total)
         yield family
     for name, doc, value in _COUNTERS:
@@ -122,7 +119,7 @@ def _judgement(report: Report) -> Iterator[Metric]:
     )
     for r in report.slos:
         o = r.objective
-        scale = 1 / 1000 if o.is_latency else 1
+        scale = o.kind.si_scale
         key = [o.name, o.metric, o.request_class]
         if r.observed is not None:
             value.add_metric(key, r.observed * scale)

@@ -15,6 +15,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from slogate.slo.gate.engines import title
+from slogate.slo.gate.latency_metrics import TABLE_COLUMNS
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import JSON_NAME, Report, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.gate.verdict import Outcome
@@ -89,7 +90,7 @@ def render_markdown(report: Report) -> str:
         for r in report.slos:
             o = r.objective
             result = r.result.upper() if r.result == Outcome.FAIL else str(r.result)
-            observed = observed_text(r.observed, "ms" if o.is_latency else "")
+            observed = observed_text(r.observed, o.kind.unit)
             lines.append(f"| {o.name} | {o.describe()} | {observed} | {r.samples} | {result} |")
     if report.regression is not None and report.regression.comparisons:
         lines += [
@@ -106,19 +107,14 @@ def render_markdown(report: Report) -> str:
             )
     metrics = report.metrics_summary()
     if metrics:
-        lines += [
-            "",
-            "| class | requests | failed | TTFT p50 | TTFT p95 | TTFT p99 | ITL p50 | TPOT p50 | E2E p95 | out tok/s "
-            "| prompt tok | cached |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
+        header = ["class", "requests", "failed", *(f"{metric.title} p{p}" for metric, p in TABLE_COLUMNS), "out tok/s"]
+        header += ["prompt tok", "cached"]
+        lines += ["", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         for name, m in metrics.items():
-            lines.append(
-                f"| {name} | {m['requests']} | {m['failures']} | {fmt(m['ttft_ms']['p50'])} | "
-                f"{fmt(m['ttft_ms']['p95'])} | {fmt(m['ttft_ms']['p99'])} | {fmt(m['itl_ms']['p50'])} | "
-                f"{fmt(m['tpot_ms']['p50'])} | {fmt(m['e2e_ms']['p95'])} | {fmt(m['output_tokens_per_s'])} | "
-                f"{fmt(m['mean_prompt_tokens'])} | {percent(m['prompt_cache_hit_rate'])} |"
-            )
+            latency = [fmt(m[f"{metric.name}_ms"][f"p{p}"]) for metric, p in TABLE_COLUMNS]
+            cells = [name, str(m["requests"]), str(m["failures"]), *latency, fmt(m["output_tokens_per_s"])]
+            cells += [fmt(m["mean_prompt_tokens"]), percent(m["prompt_cache_hit_rate"])]
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
         lines.append(
             "Latencies in ms (HdrHistogram, 3 significant digits; nearest-rank percentiles). Prompt tok: mean "
@@ -193,7 +189,7 @@ def render_junit(report: Report) -> str:
     for r in slos:
         o = r.objective
         case = ET.SubElement(suite, "testcase", classname=f"slogate.{o.request_class}", name=o.name)
-        message = f"{o.describe()}: observed {observed_text(r.observed, 'ms' if o.is_latency else '')}"
+        message = f"{o.describe()}: observed {observed_text(r.observed, o.kind.unit)}"
         message += f" over {r.samples} samples"
         if r.result == Outcome.FAIL:
             ET.SubElement(case, "failure", message=message)

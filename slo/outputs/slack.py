@@ -241,7 +241,7 @@ def build_message(report: Report, ci_url: str | None = None, report_path: str | 
     if failing:
         lines = [
             f"• *{r.objective.name}* `{r.objective.describe()}`: observed "
-            f"{observed_text(r.observed, 'ms' if r.objective.is_latency else '')} ({r.result})"
+            f"{observed_text(r.observed, r.objective.kind.unit)} ({r.result})"
             for r in failing
         ]
         blocks.append(_section(_bounded_list("*SLOs not met:*", lines, see)))

@@ -6,8 +6,9 @@ vLLM's own `vllm bench sweep`) read this file the same way. The keys are those v
 `label`, `model_id`, `tokenizer_id`, `num_prompts`, `request_rate`, `burstiness`,
 `max_concurrency`, `duration`, `completed`, `failed`, `total_input_tokens`,
 `total_output_tokens`, `request_throughput`, `request_goodput`, `output_throughput`,
-`total_token_throughput`, and for each of `ttft`, `tpot`, `itl` and `e2el` (vLLM's name for
-E2E) `mean_<m>_ms`, `median_<m>_ms`, `std_<m>_ms` and `p<N>_<m>_ms` (`p50`, `p90`, `p95`, `p99`,
+`total_token_throughput`, and for each latency metric with an `export` name
+(slo/gate/latency_metrics.py: `ttft`, `itl`, `tpot` and `e2el`, vLLM's name for E2E) `mean_<m>_ms`,
+`median_<m>_ms`, `std_<m>_ms` and `p<N>_<m>_ms` (`p50`, `p90`, `p95`, `p99`,
 as `--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99` would write).
 
 What the figures are: slogate's, from its HdrHistograms of every measured request (all classes):
@@ -34,14 +35,13 @@ from typing import Any
 
 from slogate.slo.gate.facts import OpenLoopFacts
 from slogate.slo.gate.histogram import LatencyHistogram
+from slogate.slo.gate.latency_metrics import EXPORTED
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report
 from slogate.slo.outputs.files import write_atomically
 
 EXPORT_FORMATS = ("vllm-bench",)
 PERCENTILES = (50, 90, 95, 99)
-# slogate's metric -> vLLM's name in its result keys
-METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
 
 
 class ExportError(ValueError):
@@ -114,8 +114,8 @@ def vllm_bench_result(report: Report) -> dict[str, Any]:
         "output_throughput": total.output_tokens / duration if duration else None,
         "total_token_throughput": (total.prompt_tokens + total.output_tokens) / duration if duration else None,
     }
-    for ours, theirs in METRICS.items():
-        out.update(_latency_keys(theirs, total.latency[ours]))
+    for metric in EXPORTED:
+        out.update(_latency_keys(str(metric.export), total.latency[metric.name]))
     out["slogate"] = {
         "verdict": str(report.verdict),
         "exit_code": report.exit_code,

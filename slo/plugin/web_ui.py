@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from slogate.slo.gate.latency_metrics import LATENCY
 from slogate.slo.gate.option_values import OptionError, check_host
 from slogate.slo.gate.report import Report
 from slogate.slo.outputs.html import ASSETS, render_html, script_json
@@ -41,7 +42,7 @@ _COLUMNS = [
     ("target", "Target"),
     ("state", "State"),
 ]
-_LATENCY_ROWS = (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"))
+_LATENCY_ROWS = tuple((m.name, m.title) for m in LATENCY if m.in_intervals)  # the metrics with a time series
 # Served from slo/outputs/assets/ by /slo/assets/<name>; nothing else there is.
 SERVED_ASSETS = {
     "uPlot.iife.min.js": "application/javascript",
@@ -90,7 +91,7 @@ def rows(report: Report) -> list[dict[str, Any]]:
         o = r.objective
         out.append(
             {
-                "item": f"SLO {o.name}: {observed_text(r.observed, 'ms' if o.is_latency else '')}",
+                "item": f"SLO {o.name}: {observed_text(r.observed, o.kind.unit)}",
                 "p50": "",
                 "p90": "",
                 "p95": "",

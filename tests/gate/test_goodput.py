@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 from slogate.slo.gate.evaluate import evaluate
+from slogate.slo.gate.goodput_kind import GOODPUT_LIMITS
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind, RequestRecord
 from slogate.slo.gate.report import Report, RunInfo
 from slogate.slo.gate.self_check import Saturation
-from slogate.slo.gate.spec import GOODPUT_LIMITS, SloSpecError, goodput_targets, parse_spec
+from slogate.slo.gate.spec import SloSpecError, goodput_targets, parse_spec
 from slogate.slo.outputs.html import render_html
 from slogate.slo.outputs.render import render_markdown, write_reports
 
