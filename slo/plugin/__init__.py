@@ -2,7 +2,8 @@
 
 Importing it (a locustfile does `import slogate.slo.plugin`) registers the gate with Locust:
 - the `--slo-*`, `--slack-*` and `--export` options (`options`: command line, `locust.conf`, web UI);
-- per environment a `Gate` (`gate`): SLO file, baseline, alert settings, measurements so far;
+- per environment a `Gate` (`gate`): SLO file, baseline, alert settings, and its current run
+  (`run_state`: a new `Run` at each test_start, what it measured, why it stopped);
 - the request listener on every load-generating process (`listener`), the event-loop lag monitor
   (`loop_lag`) and the `/metrics` scraper (`scraper`);
 - distributed plumbing (`wire`): workers ship their histograms in `report_to_master` and flush the

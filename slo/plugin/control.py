@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +36,7 @@ def abort_run(environment: Any, reason: str) -> None:
     """Stop the run because its figures cannot mean anything (e.g. the target is unreachable).
     The verdict becomes inconclusive with this reason."""
     gate = gate_for(environment)
-    if reason not in gate.problems:
-        gate.problems.append(reason)
+    if gate.run.add_problem(reason):
         log.error("slogate: %s", reason)
     _stop(gate)
 
@@ -96,18 +94,18 @@ def watch_signals(gate: Gate) -> None:
     def interrupted(name: str) -> bool:
         """Record the signal; True when Locust is to shut down on it, False when it already does."""
         nonlocal signalled_while_writing
-        if gate.signal is not None or signalled_while_writing:
+        run = gate.run
+        if run.signal is not None or signalled_while_writing:
             with contextlib.suppress(Exception):  # whatever happens, the process exits now
                 flush_journal(gate, block=True)
             sys.stderr.write(f"slogate: second {name}: exiting now; {what_is_left(gate)}\n")
             os._exit(INTERRUPT_EXITS[name])
-        if gate.judged:
+        if run.judged:
             signalled_while_writing = True
             log.warning("slogate: %s: the run has ended; writing its report (a second %s exits now)", name, name)
             return False
-        if gate.started_at is not None:
-            gate.signal = name
-            gate.ended_at = gate.ended_at or time.time()
+        if run.started_at is not None:
+            run.interrupt(name)
             log.warning("slogate: %s: the run is interrupted; writing the report (a second %s exits now)", name, name)
         return True
 
@@ -117,7 +115,7 @@ def watch_signals(gate: Gate) -> None:
     main = hub.parent
 
     def interrupt_main() -> None:
-        if not gate.judged:  # Locust still waits for the run, not already writing its report
+        if not gate.run.judged:  # Locust still waits for the run, not already writing its report
             main.throw(KeyboardInterrupt)
 
     def on_sigint(signum: int, frame: Any) -> None:
@@ -143,7 +141,7 @@ def what_is_left(gate: Gate) -> str:
     report_dir = gate.reports.report_dir
     if report_dir and (Path(report_dir) / JOURNAL_NAME).is_file():
         return f"`slogate judge {report_dir}` judges the run's journal"
-    if report_dir and gate.judged and (Path(report_dir) / JSON_NAME).is_file():
+    if report_dir and gate.run.judged and (Path(report_dir) / JSON_NAME).is_file():
         return f"the reports are in {report_dir}/"
     return "no journal of the run could be written: nothing is left to judge"
 
@@ -152,9 +150,7 @@ def note_workload(environment: Any, model: str, workload: WorkloadFacts | dict[s
     """Record what the load looked like, for the report (and for baselines to compare like with
     like). A user calls it once its workload is ready (shared prefixes primed)."""
     gate = gate_for(environment)
-    first = gate.model is None
-    gate.model, gate.workload = model, WorkloadFacts.coerce(workload)
-    if first:
+    if gate.run.note_workload(model, WorkloadFacts.coerce(workload)):
         gate.restart_server_counters()
 
 

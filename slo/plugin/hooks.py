@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from typing import Any
 
 import gevent
 from locust import events
-from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.outputs.publish import publish, write_failed
 from slogate.slo.outputs.render import headline
 from slogate.slo.plugin import settings, target, web_ui
@@ -28,7 +26,7 @@ from slogate.slo.plugin.control import (
 from slogate.slo.plugin.gate import CONFIG_ERRORS, every_gate, gate_for
 from slogate.slo.plugin.journal import close_journal, flush_journal, pause_journal, start_journal
 from slogate.slo.plugin.metrics_server import start_metrics_server, stop_metrics_server
-from slogate.slo.plugin.watchers import start_watchers, stop_watchers, watch_master
+from slogate.slo.plugin.watchers import start_watchers, watch_master
 from slogate.slo.plugin.wire import FLUSH_MESSAGE, WIRE_KEY, merge_from_worker, on_worker_flush, worker_payload
 
 log = logging.getLogger("slogate")
@@ -54,59 +52,43 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
             series=gate.live_chart,
             on_stop=gate.note_stop_by_hand,
         )
-    run = gate.run_options
-    if not gate.is_worker and run.headless:  # a web UI run is stopped by hand
+    if not gate.is_worker and gate.run_options.headless:  # a web UI run is stopped by hand
         watch_signals(gate)
-    if not gate.is_worker and run.run_time_s:
-        gate.planned_s = run.run_time_s  # before a master takes it over
+    # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their last
+    # samples arrive (and loses them outright with --stop-timeout): a headless master ends it itself
+    # (`on_test_start`): stop, which waits for every worker to stop and so for its final flush, then quit.
+    gate.take_over_run_time()
     if gate.is_master:
         runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: on_worker_flush(gate, msg))
-        if run.headless and run.run_time_s:
-            # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their
-            # last samples arrive (and loses them outright with --stop-timeout). End it ourselves:
-            # stop, which waits for every worker to stop and so for its final flush, then quit.
-            gate.run_time_s = run.run_time_s
-            settings.take_over_run_time(environment)
     else:
-        environment.events.request.add_listener(gate.listener.on_request)
+        environment.events.request.add_listener(gate.on_request)
 
 
 @events.test_start.add_listener
 def on_test_start(environment: Any, **_: Any) -> None:
+    """A new run (`Gate.start_run`: a web UI rerun starts from nothing), as configured now."""
     target.strip_environment(environment)  # the host may have changed since init (web UI, API)
     gate = gate_for(environment)
     configured = settings.parsed(environment) is not None
+    refused = None
     if configured and not gate.is_worker:
         try:  # the web UI form may have changed the options since init
             gate.configure(with_baseline=True)
         except CONFIG_ERRORS as e:
-            abort_run(environment, f"{BAD_CONFIG}: {e}")
+            refused = f"{BAD_CONFIG}: {e}"
     elif configured:
         gate.reread_options()  # as the master's spawn message brought them
-    gate.started_at = time.time()
-    gate.model = None  # set again by the users (or workers) once their workload is primed
-    gate.problems = [p for p in gate.problems if p.startswith(BAD_CONFIG)]
-    gate.merged = MetricsStore()
-    gate.workers_reporting.clear()
-    gate.workers_flushed.clear()
-    gate.workers_started = set(environment.runner.clients) if gate.is_master else set()
-    if gate.run_time_s:
-        log.info("slogate: the run ends after %s s, once every worker has sent its last samples", gate.run_time_s)
-        gevent.spawn_later(gate.run_time_s, end_gracefully, environment.runner)
-        gate.run_time_s = None  # once
-    gate.judged = False
-    gate.stopped_by_hand = False
-    gate.breach = None
-    gate.stopped = None
-    gate.ended_at = None
-    gate.signal = None
-    if not gate.is_master and configured:  # a master's was taken at init
-        gate.planned_s = gate.run_options.run_time_s  # the web UI form's, on a rerun
-    gate.start_listening()
+    run = gate.start_run()
+    if refused:
+        abort_run(environment, refused)
+    run_time_s = gate.run_time_to_enforce()
+    if run_time_s:
+        log.info("slogate: the run ends after %s s, once every worker has sent its last samples", run_time_s)
+        gevent.spawn_later(run_time_s, end_gracefully, environment.runner)
     if not gate.is_master:
-        gate.loop_monitor.start()
+        run.loop_monitor.start()
     if gate.is_worker:
-        gate.watchers.append(gevent.spawn(watch_master, gate))
+        run.watch(gevent.spawn(watch_master, gate))
     if not gate.is_worker and configured:
         gate.start_scraper()
         start_watchers(gate)
@@ -117,10 +99,10 @@ def on_test_start(environment: Any, **_: Any) -> None:
 @events.reset_stats.add_listener
 def on_reset_stats(**_: Any) -> None:
     for gate in every_gate():
-        gate.merged = MetricsStore()
         gate.start_listening()
-        if gate.journal is not None:  # the measurements start again: so does the journal
-            start_journal(gate, gate.journal.path.parent)
+        writer = gate.run.journal.writer
+        if writer is not None:  # the measurements start again: so does the journal
+            start_journal(gate, writer.path.parent)
 
 
 @events.report_to_master.add_listener
@@ -133,10 +115,11 @@ def on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
 @events.test_stop.add_listener
 def on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
-    gate.ended_at = gate.ended_at or time.time()
-    gate.stop_scraper()
-    gate.loop_monitor.stop()
-    stop_watchers(gate)
+    run = gate.run
+    run.end()
+    run.stop_scraper()
+    run.loop_monitor.stop()
+    run.stop_watchers()
     flush_journal(gate)
     pause_journal(gate)
     if gate.is_worker and environment.runner is not None:
@@ -155,14 +138,15 @@ def on_worker_report(client_id: str, data: dict[str, Any], **_: Any) -> None:
 @events.quitting.add_listener
 def on_quitting(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
-    if gate.is_worker or gate.judged or gate.settings is None:
+    run = gate.run
+    if gate.is_worker or run.judged or gate.settings is None:
         return
-    if gate.started_at is None and not gate.run_options.headless:
+    if run.started_at is None and not gate.run_options.headless:
         return  # a web UI closed before any run: nothing to judge, and an earlier run's report stays
-    gate.judged = True
-    if gate.signal is not None:
+    run.mark_judged()
+    if run.signal is not None:
         finish_load(gate)  # Locust quits without stopping first: every worker's last samples, every request in flight
-    gate.stop_scraper()
+    run.stop_scraper()
     stop_metrics_server(gate)
     report = gate.snapshot(final=True)
     flush_journal(gate, complete=True)
@@ -181,7 +165,7 @@ def on_quitting(environment: Any, **_: Any) -> None:
     if journal is not None:
         journal.unlink(missing_ok=True)  # the reports hold all it did
     environment.process_exit_code = report.exit_code
-    gate.last_words = f"{headline(report)}\nslogate: reports in {report_dir}/\n"
+    run.leave_last_words(f"{headline(report)}\nslogate: reports in {report_dir}/\n")
 
 
 @events.quit.add_listener
@@ -189,7 +173,7 @@ def on_quit(**_: Any) -> None:
     """The verdict again, as the very last lines: Locust prints its tables after `quitting`, and a
     CI log should end with the verdict, not with percentiles."""
     for gate in every_gate():
-        if gate.last_words:
-            sys.stdout.write(gate.last_words)
+        words = gate.run.take_last_words()
+        if words:
+            sys.stdout.write(words)
             sys.stdout.flush()
-            gate.last_words = ""

@@ -108,6 +108,10 @@ class RecordListener:
         if tap is not None:
             tap.add(rec)
 
+    def tap_into(self, store: MetricsStore | None) -> None:
+        """Add every record to `store` too from now on (None: no more)."""
+        self.tap = store
+
     def take(self) -> MetricsStore:
         """Hand over what was collected and start a new buffer (a worker's report to the master)."""
         store, self.store = self.store, self._new_store()

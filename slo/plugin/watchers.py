@@ -22,6 +22,7 @@ from slogate.slo.plugin import target
 from slogate.slo.plugin.control import abort_run, end_run, quit_orphan
 from slogate.slo.plugin.gate import Gate
 from slogate.slo.plugin.listener import LOCUST_RATE_KEEP_S, trim_rate_counts
+from slogate.slo.plugin.run_state import Run
 
 log = logging.getLogger("slogate")
 BREACH_CHECK_S = 2.0  # how often --slo-abort-on-fail judges the window
@@ -38,16 +39,17 @@ PROBE_AFTER = 1 / 3  # of --slo-unreachable-s with no request ended: then the ta
 def start_watchers(gate: Gate) -> None:
     """The master's (or single process's) watchers for this run, as its options ask."""
     early = gate.early_stop
-    gate.watchers += [
+    run = gate.run
+    run.watch(
         gevent.spawn(watch_reachability, gate, gate.settings.gate.unreachable_s),
         gevent.spawn(trim_locust_rate_counts, gate.environment),
-    ]
+    )
     if early.stop_when_decided and gate.spec is not None:
-        gate.watchers.append(gevent.spawn(watch_decisions, gate))
+        run.watch(gevent.spawn(watch_decisions, gate, run))
         note = early_stop_note(early.confidence, gate.waiting_for, early.not_blocking)
         (log.warning if gate.waiting_for else log.info)("slogate: %s", note)  # waiting defeats the early stop
     if early.abort_on_fail and gate.spec is not None:
-        gate.watchers.append(gevent.spawn(watch_breaches, gate, early.window_s))
+        run.watch(gevent.spawn(watch_breaches, gate, run, early.window_s))
         note = unwindowed_note(objectives_on_tags(gate.spec))
         if note:
             log.warning("slogate: %s", note)
@@ -66,12 +68,12 @@ def early_stop_note(confidence: float, waiting_for: list[str], not_blocking: tup
     return line
 
 
-def watch_decisions(gate: Gate) -> None:
-    """--slo-stop-when-decided: end the run at the first look where its verdict is certain (none
+def watch_decisions(gate: Gate, run: Run) -> None:
+    """--slo-stop-when-decided: end `run` at the first look where its verdict is certain (none
     while Locust is still spawning users: the ramp is not the steady load the bounds assume)."""
-    while gate.spec is not None and gate.started_at is not None:
+    while gate.spec is not None and run.started_at is not None:
         gevent.sleep(DECISION_CHECK_S)
-        if gate.breach is not None or gate.stopped is not None:
+        if run.breach is not None or run.stopped is not None:
             return  # already ending
         if getattr(gate.environment.runner, "state", None) == STATE_SPAWNING:
             continue
@@ -80,9 +82,10 @@ def watch_decisions(gate: Gate) -> None:
         looks = look(gate.spec, metrics, early.confidence, client_delay_ms(gate, metrics))
         verdict = certain_verdict(looks, gate.waiting_for, early.not_blocking)
         if verdict is not None:
-            after = round(time.time() - gate.started_at, 3)
-            gate.stopped = RunStop(DECIDED, after, gate.planned_s, verdict, early.confidence, tuple(looks))
-            log.info("slogate: %s", gate.stopped.line())
+            after = round(time.time() - run.started_at, 3)
+            stop = RunStop(DECIDED, after, run.planned_s, verdict, early.confidence, tuple(looks))
+            run.decide(stop)
+            log.info("slogate: %s", stop.line())
             end_run(gate.environment)
             return
 
@@ -94,18 +97,12 @@ def client_delay_ms(gate: Gate, metrics: MetricsStore) -> float:
     return saturation.client_delay_ms if saturation else 0.0
 
 
-def stop_watchers(gate: Gate) -> None:
-    for watcher in gate.watchers:
-        watcher.kill(block=False)
-    gate.watchers.clear()
-
-
-def watch_breaches(gate: Gate, window_s: float) -> None:
-    """--slo-abort-on-fail: stop the run (a fail) at the first objective that breaches beyond noise
+def watch_breaches(gate: Gate, run: Run, window_s: float) -> None:
+    """--slo-abort-on-fail: stop `run` (a fail) at the first objective that breaches beyond noise
     over the last `window_s` seconds. Objectives on a name the run turns out to measure as a tag
     (a trace's `class`) are named once, as those on conversation tags were at the start."""
     noted = {o.name for o in objectives_on_tags(gate.spec)} if gate.spec is not None else set()
-    while gate.spec is not None and gate.started_at is not None:
+    while gate.spec is not None and run.started_at is not None:
         gevent.sleep(BREACH_CHECK_S)
         metrics = gate.metrics()
         late = [
@@ -116,13 +113,13 @@ def watch_breaches(gate: Gate, window_s: float) -> None:
         if late:
             log.warning("slogate: %s", unwindowed_note(late))
             noted.update(o.name for o in late)
-        if gate.stopped is not None:
+        if run.stopped is not None:
             return  # decided: ending
         breach = first_breach(
-            gate.spec, metrics.intervals, time.time(), gate.started_at, window_s, client_delay_ms(gate, metrics)
+            gate.spec, metrics.intervals, time.time(), run.started_at, window_s, client_delay_ms(gate, metrics)
         )
         if breach is not None:
-            gate.breach = breach
+            run.abort(breach)
             log.error("slogate: %s", breach.message)
             end_run(gate.environment)
             return

@@ -17,28 +17,24 @@ FLUSH_MESSAGE = "slogate_flush"
 
 def worker_payload(gate: Gate) -> dict[str, Any]:
     """What a worker ships to the master: the samples since its last report, and its workload."""
+    run = gate.run
     return {
-        "metrics": gate.listener.take().to_wire(),
-        "model": gate.model,
-        "workload": gate.workload.to_json(),
-        "problems": gate.problems,
+        "metrics": run.listener.take().to_wire(),
+        "model": run.model,
+        "workload": run.workload.to_json(),
+        "problems": run.problems,
     }
 
 
 def merge_from_worker(gate: Gate, client_id: str, payload: dict[str, Any]) -> None:
     """The master takes in one worker payload."""
-    samples = MetricsStore.from_wire(payload["metrics"])
-    gate.merged.merge(samples)
-    if gate.journal is not None:
-        gate.pending.merge(samples)
-    gate.workers_reporting.add(client_id)
+    run = gate.run
+    run.take_in(client_id, MetricsStore.from_wire(payload["metrics"]))
     if payload.get("model"):
-        first = not gate.model
         # The latest workload a worker noted: a user may note it again with more facts (a trace's,
         # once its prompts are calibrated) after a report carried the first note.
         noted = payload.get("workload")
-        gate.model, gate.workload = payload["model"], WorkloadFacts.from_json(noted) if noted else gate.workload
-        if first:
+        if run.note_workload(payload["model"], WorkloadFacts.from_json(noted) if noted else run.workload):
             gate.restart_server_counters()  # this worker has primed its prefixes
     for problem in payload.get("problems") or []:
         abort_run(gate.environment, problem)  # a worker that could not reach the target ends the run
@@ -47,4 +43,4 @@ def merge_from_worker(gate: Gate, client_id: str, payload: dict[str, Any]) -> No
 def on_worker_flush(gate: Gate, msg: Any) -> None:
     """A worker's last samples, sent at its `test_stop`."""
     merge_from_worker(gate, msg.node_id, msg.data)
-    gate.workers_flushed.add(msg.node_id)
+    gate.run.mark_flushed(msg.node_id)

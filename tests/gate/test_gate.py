@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.evaluate import evaluate
+from slogate.slo.gate.facts import WorkloadFacts
 from slogate.slo.gate.judge import judge, usage_error
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import RequestRecord
@@ -210,11 +211,11 @@ def gate_with(tmp_path: Path, baseline_ttft_ms: float, **options: object) -> Rep
     env = SimpleNamespace(parsed_options=Namespace(**{**defaults, **options}), runner=None, host="http://h:1")
     gate = Gate(env)
     gate.configure(with_baseline=True)
-    gate.model, gate.workload = "m", {"seed": 0}
-    gate.listener.start(gate.warmup_s)
-    gate.listener.run_started_at = 0.0
+    run = gate.start_run()
+    run.model, run.workload = "m", WorkloadFacts.coerce({"seed": 0})
+    run.listener.run_started_at = 0.0
     for i in range(40):
-        gate.listener.on_request(context={"slogate_record": RequestRecord("shared", 100.0 + i, 301_000, 300_000)})
+        gate.on_request(context={"slogate_record": RequestRecord("shared", 100.0 + i, 301_000, 300_000)})
     return gate.snapshot(final=True)
 
 

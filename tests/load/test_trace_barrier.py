@@ -86,7 +86,7 @@ def test_a_worker_without_its_zero_ends_the_run_with_one_line(monkeypatch: pytes
     monkeypatch.setattr(trace_user, "ZERO_WAIT_S", 0.05)
     with pytest.raises(gevent.GreenletExit):  # not an Exception: Locust logs no traceback for it
         trace_user.wait_for_zero(env)
-    assert gate_for(env).problems == ["no trace zero came from the master within 0.05 s"]
+    assert gate_for(env).run.problems == ["no trace zero came from the master within 0.05 s"]
 
 
 def test_every_new_run_waits_for_a_new_zero(master: Any) -> None:

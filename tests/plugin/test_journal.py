@@ -248,7 +248,10 @@ SIGINT_IN_A_GREENLET = """
 import locust, os, signal, sys, time, types
 import gevent
 from slogate.slo.plugin.control import watch_signals
-gate = types.SimpleNamespace(signal=None, started_at=time.time(), ended_at=None, judged=sys.argv[1] == "judged")
+from slogate.slo.plugin.run_state import Run
+gate = types.SimpleNamespace(run=Run(started_at=time.time()))
+if sys.argv[1] == "judged":
+    gate.run.mark_judged()
 watch_signals(gate)
 def busy():
     os.kill(os.getpid(), signal.SIGINT)
@@ -260,9 +263,9 @@ user = gevent.spawn(busy)
 try:
     user.join()
     gevent.sleep(0.5)
-    print("main not interrupted;", user.value, gate.signal)
+    print("main not interrupted;", user.value, gate.run.signal)
 except KeyboardInterrupt:
-    print("main interrupted;", user.value, gate.signal)
+    print("main interrupted;", user.value, gate.run.signal)
 """
 
 
@@ -311,17 +314,18 @@ def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_serve
 def test_a_second_signal_says_where_the_runs_figures_are_as_they_are_on_disk(tmp_path: Path) -> None:
     """A journal there: judge it; the reports written and the journal removed: they are there; neither: nothing."""
     from slogate.slo.plugin.control import what_is_left
+    from slogate.slo.plugin.run_state import Run
     from slogate.slo.plugin.settings import ReportOptions
 
     report_dir = tmp_path / "report"
     report_dir.mkdir()
-    gate = SimpleNamespace(reports=ReportOptions(report_dir=str(report_dir)), judged=False)
+    gate = SimpleNamespace(reports=ReportOptions(report_dir=str(report_dir)), run=Run())
     assert what_is_left(gate) == "no journal of the run could be written: nothing is left to judge"
     (report_dir / JOURNAL_NAME).write_text("{}\n")
     assert what_is_left(gate) == f"`slogate judge {report_dir}` judges the run's journal"
     (report_dir / JOURNAL_NAME).unlink()
     (report_dir / "slo-report.json").write_text("{}")
-    gate.judged = True
+    gate.run.mark_judged()
     assert what_is_left(gate) == f"the reports are in {report_dir}/"
 
 
