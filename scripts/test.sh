@@ -36,4 +36,26 @@ if command -v chromedriver >/dev/null 2>&1; then export SLOGATE_REQUIRE_BROWSER=
 if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
   export SLOGATE_REQUIRE_PROMETHEUS=1
 fi
-.venv/bin/python -m pytest --durations=15 "$@"
+# The tests that only wait (on Locust runs against the fault server, on subprocesses) run on
+# parallel workers (pytest-xdist); those on the real vLLM CPU server (marked `vllm`: the server
+# computes on every core) and those that measure the machine too (`alone`: tests/conftest.py) then
+# run in one process, one after another. SLOGATE_TEST_WORKERS=0 runs everything serially.
+workers="${SLOGATE_TEST_WORKERS:-3}"
+if [ "$workers" = 0 ]; then
+  exec .venv/bin/python -m pytest --durations=15 "$@"
+fi
+status=0 selected=0
+phase() {  # a pytest run: a failure is kept for the end; an interruption or usage error ends the script
+  local code=0
+  .venv/bin/python -m pytest --durations=15 "$@" || code=$?
+  case "$code" in
+    0) selected=1 ;;
+    1) selected=1 status=1 ;;
+    5) ;;  # no test selected in this phase (a path or -k given to this script)
+    *) exit "$code" ;;
+  esac
+}
+phase -n "$workers" --dist loadgroup -m "not vllm and not alone" "$@"
+phase -m "vllm or alone" "$@"
+[ "$selected" = 1 ] || exit 5
+exit "$status"

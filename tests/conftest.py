@@ -1,10 +1,10 @@
 """Shared fixtures: the fault server, the real vLLM CPU server, and a headless Locust runner.
 
-`import locust` comes first: it monkey-patches the standard library for gevent, and must do so
-before anything else imports sockets or threads.
+Gevent's monkey-patching comes first, before anything else imports sockets or threads:
+tests/gevent_patch.py says how, with pytest-xdist's workers and without.
 """
 
-import locust  # noqa: F401  isort: skip
+import tests.gevent_patch  # noqa: F401  isort: skip
 
 import contextlib
 import json
@@ -131,3 +131,32 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield launched.server.url
     finally:
         launched.server.stop()
+
+
+# Tests that measure the machine as much as what they test: the load generator's self-check (an
+# event-loop lag over 10 ms makes a run inconclusive) and runs of several processes or of the OpenAI
+# SDK's users, whose start takes a core-second each, timed to the second. Beside other tests on two
+# cores they fail for want of a core; scripts/test.sh runs them, with the `vllm` ones, one at a time.
+ALONE = (
+    "tests/e2e/test_docs.py::test_runnable_examples_run_against_the_fault_server",
+    "tests/plugin/test_early_stop.py::test_a_120_s_gate_ends_as_soon_as_its_verdict_is_certain",
+    "tests/plugin/test_journal.py::test_a_killed_run_leaves_a_journal_that_slogate_judge_judges",
+    "tests/plugin/test_journal.py::test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers",
+    "tests/plugin/test_distributed.py::",
+    "tests/plugin/test_credentials.py::test_headless_run_authenticates_every_call_and_leaks_nothing",
+    "tests/load/test_conversations.py::test_open_loop_conversations_and_per_tag_reports",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests on the real vLLM CPU server are marked `vllm` (those that take the session's
+    server too) and, under pytest-xdist's `--dist loadgroup`, run on one worker, one after another:
+    one server start, and no two of them loading the machine's CPU at once. ALONE's are marked `alone`."""
+    for item in items:
+        if "vllm_server" in item.fixturenames and not item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.vllm)
+        if item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.xdist_group("vllm"))
+        if item.nodeid.startswith(ALONE):
+            item.add_marker(pytest.mark.alone)

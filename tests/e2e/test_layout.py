@@ -133,16 +133,31 @@ def test_the_layout_page_is_the_tree() -> None:
         assert not missing, f"docs/layout.md names {missing} under {folder}/, which has none"
 
 
-def test_the_plugins_old_name_still_works_and_says_it_is_deprecated() -> None:
-    """Locustfiles written for slogate 0.1 import `slogate.slo.locust_plugin`."""
-    code = (
-        "import warnings\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        "    from slogate.slo.locust_plugin import abort_run, gate_for, note_workload\n"
-        "from slogate.slo.plugin import control\n"
-        "assert abort_run is control.abort_run and note_workload is control.note_workload\n"
-        "assert any(issubclass(w.category, DeprecationWarning) for w in caught), caught\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+def test_every_test_conftest_runs_alone_exists() -> None:
+    """tests/conftest.py's ALONE names tests by node-id prefix: one renamed away would silently run
+    beside others again (and fail for want of a core)."""
+    from tests.conftest import ALONE
+
+    for prefix in ALONE:
+        path, _, name = prefix.partition("::")
+        source = (ROOT / path).read_text()
+        assert not name or f"def {name}" in source, f"ALONE names {prefix}, which is no test"
+
+
+@pytest.mark.parametrize(
+    ("args", "parallel"),
+    [
+        (["-n", "3"], True),
+        (["-n3", "-q"], True),
+        (["--numprocesses=auto"], True),
+        (["--numprocesses", "2"], True),
+        (["-n", "0"], False),
+        (["-n0"], False),
+        (["--dist", "loadgroup"], False),
+        (["-q", "--no-header", "tests/gate"], False),
+    ],
+)
+def test_the_session_patches_for_gevent_unless_it_only_controls_workers(args: list[str], parallel: bool) -> None:
+    from tests.gevent_patch import starts_xdist_workers
+
+    assert starts_xdist_workers(args) is parallel

@@ -347,17 +347,23 @@ class ReportView:
 
     def check_quantile(self, expr: str, q: float, source: str, cls: str, value: float) -> None:
         """A `histogram_quantile` of slogate's buckets lands in the bucket of the report's own
-        percentile (they hold the nearest rank exactly), or next to it for a class whose first
-        scrape held counts already; vLLM's is a latency."""
+        percentile (they hold the nearest rank exactly); for a class whose first scrape held counts
+        already, rate() sees only the later requests, whose quantile may lie anywhere among the
+        class's values: from the bucket below the report's p50 to its maximum's (a p95 of 36 ms
+        came out as 54 ms once, two buckets up). vLLM's is a latency."""
         assert math.isfinite(value) and value > 0, (expr, cls, value)
         if source == "vllm:":
             return
         key = next(
             key for key, name in (("ttft", "first_token"), ("itl", "inter_token"), ("e2e", "e2e")) if name in expr
         )
-        reported_ms = self.report["metrics"][cls][f"{key}_ms"][f"p{q * 100:g}"]
-        off = abs(bucket_of(value) - bucket_of(reported_ms / 1000))
-        assert off <= (0 if self.unseen[cls] == 0 else 1), (expr, cls, value, reported_ms)
+        figures = self.report["metrics"][cls][f"{key}_ms"]
+        reported_ms = figures[f"p{q * 100:g}"]
+        if self.unseen[cls] == 0:
+            assert bucket_of(value) == bucket_of(reported_ms / 1000), (expr, cls, value, reported_ms)
+        else:
+            low, high = bucket_of(figures["p50"] / 1000) - 1, bucket_of(figures["max"] / 1000)
+            assert low <= bucket_of(value) <= high, (expr, cls, value, figures)
 
 
 def check_alerts(prometheus: Prometheus) -> None:
