@@ -6,6 +6,5 @@
 - `outputs/`: what reads a `Report` (JSON, JUnit, Markdown, HTML, hlog, vllm-bench export, Slack,
   `publish`); imports `gate/`, never changes a report.
 - `plugin/`: the Locust plugin, the only package here that imports Locust or gevent.
-- `rejudge.py`: `slogate judge` (load a saved result, judge it, publish); `defaults/`: the demo's SLO file;
-  `locust_plugin.py`: the plugin's old name, deprecated.
+- `rejudge.py`: `slogate judge` (load a saved result, judge it, publish); `defaults/`: the demo's SLO file.
 """

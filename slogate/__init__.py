@@ -4,4 +4,4 @@ This package holds the `slogate` command (`cli`), which only parses arguments an
 `launch` and `slo`; it imports no Locust itself (Locust runs as a subprocess).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
