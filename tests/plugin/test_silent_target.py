@@ -5,7 +5,6 @@ waiting out --request-timeout or the model discovery's own timeout."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -18,23 +17,13 @@ from slogate.slo.plugin.watchers import silence_reason
 
 @pytest.fixture
 def silent_server() -> Iterator[str]:
-    """Accepts every connection, reads what comes, answers nothing."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            held.append(conn)
-
-    threading.Thread(target=accept, daemon=True).start()
+    """Completes every connection and answers nothing: a listening socket nobody accepts from (the
+    kernel completes the handshakes into its backlog and keeps what the client sends). No thread:
+    under pytest-xdist's workers threads are not greenlets, and a gevent socket cannot be shared
+    between threads."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
     yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     listener.close()
-    for conn in held:
-        conn.close()
 
 
 def test_the_probe_tells_silence_from_an_answer_and_from_a_refusal(silent_server, fault_server) -> None:
