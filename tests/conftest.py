@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,15 @@ def start_cpu_tiny(log_path: Path) -> Any:
         pytest.skip(f"vLLM not installed ({e}); run `slogate setup-cpu`")
 
 
+def warm_up(url: str) -> None:
+    """One completion before any test's: the CPU server's first requests compile and fill caches on
+    every core, which a test's first timed run would otherwise share the machine with."""
+    body = json.dumps({"model": "tiny", "prompt": "warm up", "max_tokens": 4, "ignore_eos": True}).encode()
+    request = urllib.request.Request(f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as resp:
+        assert resp.status == 200, resp.status
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real vLLM CPU server with the tiny generated model, started once per session.
@@ -128,6 +138,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """
     launched = start_cpu_tiny(tmp_path_factory.mktemp("vllm") / "log")
     try:
+        warm_up(launched.server.url)
         yield launched.server.url
     finally:
         launched.server.stop()

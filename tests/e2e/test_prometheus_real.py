@@ -180,8 +180,8 @@ def busy_vllm(url: str) -> Any:
     prompt = " ".join(["the quick brown fox jumps over the lazy dog"] * 12)
     body = json.dumps({"model": "tiny", "prompt": prompt, "max_tokens": 4, "ignore_eos": True}).encode()
 
-    def send() -> None:
-        while not stop.is_set():
+    def send() -> None:  # with a pause between: the CPU server computes on every core the slogate run needs too
+        while not stop.wait(0.2):
             request = urllib.request.Request(url + "/v1/completions", data=body,
                                              headers={"Content-Type": "application/json"})  # fmt: skip
             with urllib.request.urlopen(request, timeout=30) as resp:
@@ -263,6 +263,8 @@ def test_every_dashboard_query_runs_on_a_real_prometheus(
 def check_dashboard(prometheus: Prometheus, report: dict[str, Any]) -> None:
     requests = prometheus.api("query", query="slogate_requests_total[5m]", time=time.time())["result"]
     scrapes = {r["metric"]["class"]: [(float(t), float(v)) for t, v in r["values"]] for r in requests}
+    up = prometheus.api("query", query='up{job="slogate"}[5m]', time=time.time())["result"]
+    assert "all" in scrapes, f"no scrape of slogate's figures; its `up`: {up}"
     samples, final = scrapes["all"], report["metrics"]["all"]["requests"]
     assert samples[0][1] == 0 and samples[-1][1] == final > 0, samples  # from 0 (the warm-up) to the report's
     end = samples[-1][0]  # the final scrape: the figures the report has
