@@ -122,7 +122,8 @@ HEADLINE = TTFT
 
 # Names and views derived from the registry, for the modules that want only those.
 LATENCY_METRICS: tuple[str, ...] = tuple(BY_NAME)
-INTERVAL_METRICS: tuple[str, ...] = tuple(m.name for m in LATENCY if m.in_intervals)
+IN_INTERVALS: tuple[LatencyMetric, ...] = tuple(m for m in LATENCY if m.in_intervals)  # those with a time series
+INTERVAL_METRICS: tuple[str, ...] = tuple(m.name for m in IN_INTERVALS)
 # What a goodput limit can name, and each one's value in a record (us): vLLM's `--goodput`
 # metrics (its `e2el` is our `e2e`). The SLO file's fields are these names with `_ms`.
 GOODPUT_METRICS: dict[str, ValueOf] = {m.name: m.goodput_us for m in LATENCY if m.goodput_us is not None}

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from slogate.slo.gate.intervals import IntervalSeries
-from slogate.slo.gate.latency_metrics import LATENCY
+from slogate.slo.gate.latency_metrics import IN_INTERVALS
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.outputs.files import write_atomically
 
@@ -46,7 +46,7 @@ def tag(metric: str, request_class: str) -> str:
 
 
 def render_hlog(intervals: IntervalSeries, comment: str = "") -> str:
-    metrics = [m for m in LATENCY if m.in_intervals]
+    metrics = IN_INTERVALS
     lines = [f"#[slogate interval log: {', '.join(m.title for m in metrics)} per request class]"]
     if comment:
         lines.append(f"#[{comment}]")

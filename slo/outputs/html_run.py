@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from slogate.slo.gate.engines import title
-from slogate.slo.gate.latency_metrics import HEADLINE, LATENCY, TABLE_COLUMNS
+from slogate.slo.gate.latency_metrics import HEADLINE, IN_INTERVALS, TABLE_COLUMNS
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report, RunInfo, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.gate.self_check import summary as self_check_summary
@@ -284,8 +284,7 @@ def run_section(i: int, name: str | None, report: Report, data: dict[str, Any]) 
         chart("rate-time", i, f"Requests and errors by kind per second, {per}"),
         *(
             chart("percentiles", i, f"{m.title} percentile curves per class (log scales)", metric=m.name)
-            for m in LATENCY
-            if m.in_intervals
+            for m in IN_INTERVALS
         ),
         chart(
             "server-time",

@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from slogate.slo.gate.latency_metrics import LATENCY
+from slogate.slo.gate.latency_metrics import IN_INTERVALS
 from slogate.slo.gate.option_values import OptionError, check_host
 from slogate.slo.gate.report import Report
 from slogate.slo.outputs.html import ASSETS, render_html, script_json
@@ -42,7 +42,7 @@ _COLUMNS = [
     ("target", "Target"),
     ("state", "State"),
 ]
-_LATENCY_ROWS = tuple((m.name, m.title) for m in LATENCY if m.in_intervals)  # the metrics with a time series
+_LATENCY_ROWS = tuple((m.name, m.title) for m in IN_INTERVALS)
 # Served from slo/outputs/assets/ by /slo/assets/<name>; nothing else there is.
 SERVED_ASSETS = {
     "uPlot.iife.min.js": "application/javascript",
