@@ -118,7 +118,7 @@ def test_commands_marked_parsed_parse(block: Block) -> None:
 
 
 def shortened(words: list[str], host: str) -> list[str]:
-    """The command as the test runs it: the fault server's URL, a 3 s run, the checkout's files
+    """The command as the test runs it: the fault server's URL, an 8 s run, the checkout's files
     (`slo/defaults/demo.yaml`, `locustfiles/chat.py`) by their absolute path."""
     out = [w.replace(HOST, host) for w in words]
     out = [
@@ -126,7 +126,7 @@ def shortened(words: list[str], host: str) -> list[str]:
     ]
     for i, w in enumerate(out[:-1]):
         if w in ("-t", "--run-time"):
-            out[i + 1] = "5s"  # past the examples' 3 s warm-up, long enough for min_samples
+            out[i + 1] = "8s"  # past the examples' 3 s warm-up, long enough for min_samples on a slow machine
     if out[0] == "locust" or out[1] == "run":  # the fault server answers like a server: 30 ms TTFT, 4 tokens
         out += ([] if out[0] == "locust" or "--" in out else ["--"]) + ["--model", PACED]
     return out

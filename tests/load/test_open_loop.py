@@ -68,9 +68,10 @@ def test_dropped_and_late_sends_are_counted(own_fault_server, locust_run, tmp_pa
         "--model", "ttft_ms=300,tokens=2", "--shared-prefix-tokens", "20", locustfile="open-loop",
     )  # fmt: skip
     total = run.report["metrics"]["all"]
-    # 20/s for 3 s with 2 slots of ~0.3 s each (about 20 answered): most sends find no free slot.
-    assert total["dropped"] > 22 and total["requests"] >= 6
-    assert 30 <= total["dropped"] + total["requests"] <= 63  # 20/s over the ~3 s the user was sending
+    # 20/s with 2 slots of >= 0.3 s each (at most ~6.7 answered a second): most sends find no free slot,
+    # however slow the machine (a slower answer only drops more).
+    assert total["dropped"] > total["requests"] >= 6
+    assert 20 <= total["dropped"] + total["requests"] <= 63  # 20/s over the (at most 3 s) the user was sending
     assert total["ttft_ms"]["p50"] >= 300  # measured from the schedule
     assert total["send_lag_ms"]["count"] == total["requests"]
     assert any("scheduled requests were dropped" in r for r in run.report["reasons"])

@@ -39,11 +39,11 @@ def test_a_second_run_sends_no_body_of_the_first_and_its_nonce_reproduces_it(own
     first = locust_run(url, *args)
     first_digests = logged_digests(log)
     nonce = first.report["run"]["workload"]["prompt_nonce"]
-    assert first.code == 0 and len(nonce) >= 8 and len(first_digests) > 10
+    assert first.code == 0 and len(nonce) >= 8 and len(first_digests) >= 4
     second = locust_run(url, *args)
     second_digests = logged_digests(log)[len(first_digests) :]
     assert second.report["run"]["workload"]["prompt_nonce"] != nonce
-    assert len(second_digests) > 10 and not set(first_digests) & set(second_digests)
+    assert len(second_digests) >= 4 and not set(first_digests) & set(second_digests)
     again = locust_run(url, *args, "--prompt-nonce", nonce)
     again_digests = logged_digests(log)[len(first_digests) + len(second_digests) :]
     k = min(len(again_digests), len(first_digests))

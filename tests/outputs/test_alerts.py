@@ -306,7 +306,7 @@ def test_a_saved_baseline_of_another_workload_is_refused_end_to_end(fault_server
     )
     assert save.returncode == 0
     # The fault server is scripted through the model name, so this run's "model" differs.
-    slower = [a if a != "ttft_ms=400,tokens=3" else "ttft_ms=600,tokens=3" for a in HEADLESS]
-    second = locust_run(fault_server, *slower, "--slo-file", str(spec), "--slo-baseline", str(baseline))
+    other = [a if a != "ttft_ms=400,tokens=3" else "ttft_ms=200,tokens=3" for a in HEADLESS]
+    second = locust_run(fault_server, *other, "--slo-file", str(spec), "--slo-baseline", str(baseline))
     assert second.report["regression"]["status"] == "refused"  # the model (the fault script) differs
     assert second.code == 2 and "baseline refused" in second.report["reasons"][-1]
