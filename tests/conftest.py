@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -128,20 +129,54 @@ def warm_up(url: str) -> None:
         assert resp.status == 200, resp.status
 
 
+class SessionVllm:
+    """The session's vLLM CPU server. A test may kill it and start it again on the same port
+    (tests/launch/test_server_restart.py): its URL stays, and what is stopped at the end is the
+    process running then. Each CPU start costs 20-40 s, so the suite starts one."""
+
+    def __init__(self, log_dir: Path) -> None:
+        began = time.monotonic()
+        self.launched = start_cpu_tiny(log_dir / "log")
+        self.start_s = time.monotonic() - began  # how long a start takes on this machine
+        self.log_dir, self.server, self.url = log_dir, self.launched.server, self.launched.server.url
+        self.starts = 1
+
+    def kill(self) -> float:
+        """SIGTERM and at once SIGKILL to the server's process group (no graceful shutdown); returns when."""
+        killed_at = time.time()
+        self.server.stop(grace_s=0)
+        return killed_at
+
+    def start_again(self) -> float:
+        """The same command on the same port; returns when `/health` answered again."""
+        from slogate.launch.launcher import start
+
+        self.starts += 1
+        self.server = start(self.launched.plan, self.log_dir / f"log.{self.starts}")
+        self.server.wait_healthy(self.launched.plan.profile.health_timeout_s, poll_s=0.1)
+        return time.time()
+
+
 @pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def vllm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionVllm]:
     """The real vLLM CPU server with the tiny generated model, started once per session.
 
     Skipped when vLLM is not installed, unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then missing
     vLLM is a failure, never a silent skip. Not validated here: tests/launch/test_validate.py checks the
     built-in profiles with the installed parser.
     """
-    launched = start_cpu_tiny(tmp_path_factory.mktemp("vllm") / "log")
+    session = SessionVllm(tmp_path_factory.mktemp("vllm"))
     try:
-        warm_up(launched.server.url)
-        yield launched.server.url
+        warm_up(session.url)
+        yield session
     finally:
-        launched.server.stop()
+        session.server.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_session: SessionVllm) -> str:
+    """The session's vLLM CPU server's URL."""
+    return vllm_session.url
 
 
 # Tests that measure the machine as much as what they test: the load generator's self-check (an
@@ -165,7 +200,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     server too) and, under pytest-xdist's `--dist loadgroup`, run on one worker, one after another:
     one server start, and no two of them loading the machine's CPU at once. ALONE's are marked `alone`."""
     for item in items:
-        if "vllm_server" in item.fixturenames and not item.get_closest_marker("vllm"):
+        if "vllm_session" in item.fixturenames and not item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.vllm)
         if item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.xdist_group("vllm"))

@@ -76,6 +76,7 @@ def test_compare_shows_the_prefix_caching_effect_on_real_vllm(tmp_path: Path) ->
             str(tmp_path / "no-cache.yaml"), str(tmp_path / "cache.yaml"),
             "--out", str(out), "--port", str(free_port()), "--run-time", "8s",
             "--", "--shared-prefix-tokens", "2000", "--shared-fraction", "0.5", "--slo-warmup-s", "1",
+            "--users", "2", "--max-tokens", "2",  # answers of 2 tokens: TTFT is most of each request
         ],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
@@ -85,9 +86,9 @@ def test_compare_shows_the_prefix_caching_effect_on_real_vllm(tmp_path: Path) ->
     cached, uncached = rows[("cache", "shared")], rows[("no-cache", "shared")]
     assert (out / "ttft.png").exists() and (out / "no-cache" / "slo-report.json").exists()
     assert cached["requests"] >= 1 and uncached["requests"] >= 1, data["rows"]
-    # 8 s: about 20 shared requests a profile on a quiet machine, where the p50s differ about 3x (23 vs
-    # 70 ms measured). A machine where the CPU server answers a handful (4 in 8 s, 6 in 15 s, TTFT
-    # ~390 ms with and without the cache: 2026-12-05, the old code alike) cannot show the effect.
+    # 8 s: 2 users with 2-token answers send dozens of shared requests a profile; with 32-token answers
+    # and 1 user, a busy CI machine got 4 (TTFT ~390 ms with and without the cache) and skipped. A
+    # machine where the CPU server answers a handful still cannot show the effect.
     if min(cached["requests"], uncached["requests"]) < 10:
         pytest.skip(f"the CPU server answered {uncached['requests']} shared requests in 8 s: too slow to compare")
     assert cached["ttft_p50"] < uncached["ttft_p50"], data["rows"]

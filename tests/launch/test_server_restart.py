@@ -3,7 +3,8 @@ port during a headless run. Requests in the gap fail as `connect`, the run goes 
 its SLOs say, and the server's counters, which start from zero again, are summed over the two
 servers: never a negative hit rate, and the report says when the server restarted.
 
-The server is this test's own (not the session's `vllm_server`, which other tests go on using)."""
+The server is the session's (`vllm_session`): the test leaves it started again and warmed up, on
+the same port, for the tests after it (one CPU start fewer in the suite)."""
 
 import threading
 import time
@@ -11,12 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slogate.launch.launcher import Launched, start
-from slogate.launch.server import ServerProcess
 from slogate.slo.gate.facts import from_utc_iso
 from slogate.slo.plugin.scraper import fetch
 
-from tests.conftest import LocustRun, run_locust, start_cpu_tiny
+from tests.conftest import LocustRun, SessionVllm, run_locust, warm_up
 
 pytestmark = pytest.mark.vllm
 
@@ -30,53 +29,35 @@ QUERIES = "vllm:prefix_cache_queries_total"
 TTFT_COUNT = "vllm:time_to_first_token_seconds_count"
 
 
-class RestartableServer:
-    """The cpu-tiny server of one test, which the test kills and starts again on the same port."""
+class Counters:
+    """The session server's own counters, read from its /metrics (each start begins at zero)."""
 
-    def __init__(self, launched: Launched, log_dir: Path, start_s: float) -> None:
-        self.launched, self.log_dir, self.start_s = launched, log_dir, start_s
-        self.server: ServerProcess = launched.server
-        self.url = launched.server.url
+    def __init__(self, url: str) -> None:
+        self.url = url
 
-    def kill(self) -> float:
-        """SIGTERM and at once SIGKILL to the server's process group (no graceful shutdown); returns when."""
-        killed_at = time.time()
-        self.server.stop(grace_s=0)
-        return killed_at
-
-    def start_again(self) -> float:
-        """The same command on the same port; when `/health` answered again."""
-        self.server = start(self.launched.plan, self.log_dir / "after-restart.log")
-        self.server.wait_healthy(self.launched.plan.profile.health_timeout_s, poll_s=0.1)
-        return time.time()
-
-    def counter(self, name: str) -> float:
+    def __call__(self, name: str) -> float:
         return fetch(self.url).get(name, 0.0)
 
     def wait_for(self, name: str, at_least: float, timeout_s: float) -> None:
-        """Poll the server's own counter `name` until it reaches `at_least`."""
+        """Poll the counter `name` until it reaches `at_least`."""
         deadline = time.monotonic() + timeout_s
-        while self.counter(name) < at_least:
+        while self(name) < at_least:
             assert time.monotonic() < deadline, f"{name} stayed under {at_least} for {timeout_s} s"
             time.sleep(0.2)
 
 
 @pytest.fixture
-def own_vllm(tmp_path: Path) -> Iterator[RestartableServer]:
-    began = time.monotonic()
-    launched = start_cpu_tiny(tmp_path / "server.log")
-    server = RestartableServer(launched, tmp_path, start_s=time.monotonic() - began)
-    try:
-        yield server
-    finally:
-        server.server.stop()
+def restartable(vllm_session: SessionVllm) -> Iterator[SessionVllm]:
+    """The session's server, for this test to kill and start again; warmed up again after it."""
+    yield vllm_session
+    warm_up(vllm_session.url)
 
 
 def successes_after(report: dict, t: float) -> int:
     """Requests that succeeded in the time-series intervals starting at or after `t` (Unix s)."""
     intervals = report["measurements"]["intervals"]
     return sum(
-        c["requests"] - c.get("failures", 0)
+        c.get("requests", 0) - c.get("failures", 0)  # the wire leaves out zero counts
         for k, by_class in intervals["data"].items()
         if int(k) * intervals["interval_s"] >= t
         for c in by_class.values()
@@ -84,30 +65,32 @@ def successes_after(report: dict, t: float) -> int:
 
 
 def test_a_server_restarted_mid_run_is_a_gap_of_connect_failures_and_summed_counters(
-    own_vllm: RestartableServer, tmp_path: Path
+    restartable: SessionVllm, tmp_path: Path
 ) -> None:
+    counter = Counters(restartable.url)
     slo = tmp_path / "slo.yaml"  # lenient: the run passes, failures or not, unless a figure goes wrong
     slo.write_text(
         "slos:\n  - {metric: ttft, percentile: 50, max_ms: 30000}\n  - {metric: prefix_cache_hit_rate, min: 0}\n"
         "min_samples: 5\n"
     )
     outcome: list[LocustRun] = []
-    run_s = max(MIN_RUN_S, round(2 * own_vllm.start_s) + 15)  # twice the first start's time, for the restart
+    run_s = max(MIN_RUN_S, round(1.3 * restartable.start_s) + 20)  # the restart takes about a start
     argv = (
         "-u", "1", "-r", "1", "-t", f"{run_s}s", "--slo-file", str(slo), "--server-metrics-interval", str(SCRAPE_S),
         "--slo-interval-s", "1", "--shared-prefixes", "2", "--shared-prefix-tokens", "200",
         "--user-message-tokens", "16", "--max-tokens", "4", "--ignore-eos", "--seed", "5",
     )  # fmt: skip
-    runner = threading.Thread(target=lambda: outcome.append(run_locust(own_vllm.url, tmp_path / "report", *argv)))
+    served_before = counter(SUCCEEDED)  # the session's earlier tests' requests
+    runner = threading.Thread(target=lambda: outcome.append(run_locust(restartable.url, tmp_path / "report", *argv)))
     runner.start()
-    own_vllm.wait_for(SUCCEEDED, 8, timeout_s=60)  # priming (2) and a few measured requests
+    counter.wait_for(SUCCEEDED, served_before + 8, timeout_s=60)  # priming (2) and a few measured requests
     # Two scrapes of the old server after the run's first requests: what a server counts after its
     # last scrape dies with it, and the test checks that the old server's part is in the figures.
     time.sleep(2.5 * SCRAPE_S)
-    killed_at = own_vllm.kill()
-    healthy_at = own_vllm.start_again()
+    killed_at = restartable.kill()
+    healthy_at = restartable.start_again()
     assert healthy_at < killed_at + run_s - 10, f"the restart took {healthy_at - killed_at:.0f} s: too slow to test"
-    own_vllm.wait_for(SUCCEEDED, 3, timeout_s=30)  # the run's users reach the new server
+    counter.wait_for(SUCCEEDED, 3, timeout_s=30)  # the run's users reach the new server
     runner.join(timeout=run_s + 120)
     assert outcome, "the Locust run did not end"
     run = outcome[0]
@@ -122,12 +105,12 @@ def test_a_server_restarted_mid_run_is_a_gap_of_connect_failures_and_summed_coun
     server = report["server"]
     (restarted,) = server["restarts"]
     assert killed_at - 1 <= from_utc_iso(restarted) <= healthy_at + 3  # the first scrape that answered again
-    new_segment = own_vllm.counter(QUERIES)  # the new server saw the run's requests since its start only
+    new_segment = counter(QUERIES)  # the new server saw the run's requests since its start only
     assert server["prefix_cache_queried_tokens"] > new_segment > 0  # both segments counted
     assert 0 <= server["prefix_cache_hit_rate"] <= 1
     assert all(r is None or 0 <= r <= 1 for r in server["series"]["prefix_cache_hit_rate"])
     # The server's TTFT count covers both servers' requests; the old server's after its last scrape
     # are lost with it, and the request cut by the kill may have had its first token.
     client_ttfts = sum(m["ttft_ms"]["count"] for name, m in report["metrics"].items() if name != "all")
-    assert own_vllm.counter(TTFT_COUNT) < server["server_ttft_ms"]["count"] <= client_ttfts + 2
+    assert counter(TTFT_COUNT) < server["server_ttft_ms"]["count"] <= client_ttfts + 2
     assert "The server restarted during the run" in (run.report_dir / "slo-summary.md").read_text()
