@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+import weakref
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gevent
@@ -46,18 +47,39 @@ READY, ZERO = "slogate_trace_ready", "slogate_trace_zero"  # worker -> master, m
 ZERO_LEAD_S = 0.2  # from the zero's choice to the zero: time for its message to reach the workers
 READY_WAIT_S = 120.0  # the master starts the trace without the workers not ready by then
 ZERO_WAIT_S = READY_WAIT_S + 60  # a worker gives up on its master's zero after this
-_zeros: dict[int, AsyncResult] = {}  # per environment (run): the trace's zero, wall clock
-_ready: dict[int, set[int]] = {}  # master, per environment: the shard indexes ready to send
+
+
+@dataclass
+class TraceRun:
+    """One process's replay of one run (a web UI rerun starts a new one at `test_start`)."""
+
+    zero: AsyncResult = field(default_factory=AsyncResult)  # the trace's zero, wall clock
+    ready: set[int] = field(default_factory=set)  # the master: the shard indexes ready to send
+    watchers: list[gevent.Greenlet] = field(default_factory=list)  # the master: the zero and the trace's end
+    replaying: bool = False  # a user of this process has taken the replay
+    facts: TraceFacts | None = None  # the trace's facts, once calibrated
+
+
+# Per environment (process), held weakly: an environment gone takes its replay with it.
+_runs: weakref.WeakKeyDictionary[Any, TraceRun] = weakref.WeakKeyDictionary()
+
+
+def trace_run(environment: Any) -> TraceRun:
+    """This process's replay of the current run."""
+    run = _runs.get(environment)
+    if run is None:
+        run = _runs[environment] = TraceRun()
+    return run
 
 
 def _zero(environment: Any) -> AsyncResult:
-    return _zeros.setdefault(id(environment), AsyncResult())
+    return trace_run(environment).zero
 
 
 def _on_ready(environment: Any, msg: Any, **_: Any) -> None:
     """A worker is ready (its message carries its worker index): counted toward the release; one
     ready after the zero was sent gets it at once."""
-    _ready.setdefault(id(environment), set()).add(int(msg.data))
+    trace_run(environment).ready.add(int(msg.data))
     zero = _zero(environment)
     if zero.ready():
         environment.runner.send_message(ZERO, zero.get(), client_id=msg.node_id)
@@ -82,7 +104,7 @@ def _release_workers(environment: Any) -> None:
     waited_until = time.monotonic() + READY_WAIT_S
 
     def ready() -> int:  # shard indexes below `expected` (a worker past them has no share)
-        return sum(1 for index in _ready.get(id(environment), ()) if index < expected)
+        return sum(1 for index in trace_run(environment).ready if index < expected)
 
     while ready() < expected and time.monotonic() < waited_until:
         gevent.sleep(_POLL_S / 4)
@@ -103,7 +125,6 @@ def wait_for_zero(environment: Any) -> float:
         raise gevent.GreenletExit from None
 
 
-_watchers: dict[int, list[gevent.Greenlet]] = {}  # per environment: the master's zero and the trace's end
 # How long after the last request was due (plus --request-timeout) the run waits for records that
 # may never come (a stats reset, a worker that left) before it ends inconclusive.
 _GRACE_S = 30.0
@@ -112,17 +133,16 @@ _GRACE_S = 30.0
 @events.test_start.add_listener
 def _end_with_the_trace(environment: Any, **_: Any) -> None:
     """On the master (or the only process): end the run once every scheduled request is recorded."""
-    TraceReplayUser.replaying.discard(id(environment))  # a new run (web UI): a user replays again
-    _zeros[id(environment)] = AsyncResult()  # every process: a new run (web UI) waits for a new zero
+    _runs[environment] = TraceRun()  # every process: a new run (web UI) waits for a new zero, replays again
     run_options = workload_options(environment)
     options = run_options.trace
     if options is None or isinstance(environment.runner, WorkerRunner):
         return
     scheduled = replay.load_schedule(options)
-    _ready[id(environment)] = set()
     last_due = max((s.send_at_s for s in scheduled), default=0.0)
     patience = last_due + run_options.config.request_timeout_s + _GRACE_S
-    watchers = _watchers[id(environment)] = [gevent.spawn(_watch_trace_end, environment, len(scheduled), patience)]
+    watchers = trace_run(environment).watchers
+    watchers.append(gevent.spawn(_watch_trace_end, environment, len(scheduled), patience))
     if isinstance(environment.runner, MasterRunner):
         watchers.append(gevent.spawn(_release_workers, environment))
 
@@ -131,9 +151,11 @@ def _end_with_the_trace(environment: Any, **_: Any) -> None:
 def _stop_watching(environment: Any, **_: Any) -> None:
     """A run stopped otherwise (web UI, --run-time, an abort): its greenlets must not act on the next one."""
     current = gevent.getcurrent()  # the watcher itself, when it is what ended the run
-    for greenlet in _watchers.pop(id(environment), ()):
+    watchers = trace_run(environment).watchers
+    for greenlet in watchers:
         if greenlet is not current:
             greenlet.kill(block=False)
+    watchers.clear()
 
 
 def _watch_trace_end(environment: Any, requests: int, patience_s: float) -> None:
@@ -162,21 +184,20 @@ class TraceReplayUser(OpenLoopSender):
     """Sends this process's share of the trace at its times; see the module docstring."""
 
     replays_trace = True  # options.py: --trace needs this user, and this user needs --trace
-    replaying: set[int] = set()  # processes (environments) whose replay a user has taken
-    facts: dict[int, TraceFacts] = {}  # per process: the trace's facts, once calibrated
 
     def workload_facts(self) -> WorkloadFacts:
         """The workload with the trace's facts: the same from every user of the process (a user
         that only idles must not note the workload without them)."""
-        trace_facts = TraceReplayUser.facts.get(id(self.environment))
+        trace_facts = trace_run(self.environment).facts
         return replace(super().workload_facts(), trace=trace_facts) if trace_facts else super().workload_facts()
 
     def on_start(self) -> None:
         super().on_start()
         self.share: list[trace.ScheduledRequest] = []
-        if id(self.environment) in TraceReplayUser.replaying:
+        replay_run = trace_run(self.environment)
+        if replay_run.replaying:
             return  # one user per process replays; the others send nothing
-        TraceReplayUser.replaying.add(id(self.environment))
+        replay_run.replaying = True
         options = workload_options(self.environment).trace
         assert options is not None  # checked at init
         scheduled = replay.load_schedule(options)
@@ -196,7 +217,7 @@ class TraceReplayUser(OpenLoopSender):
         if isinstance(runner, WorkerRunner):  # the master's --expect-workers (--processes) reaches its workers
             count = workload_options(self.environment).run.expect_workers
         self.share = trace.shard(scheduled, index, count) if index < count else []
-        TraceReplayUser.facts[id(self.environment)] = replay.trace_facts(options, scheduled, self.builder.exact)
+        replay_run.facts = replay.trace_facts(options, scheduled, self.builder.exact)
         note_workload(self.environment, model, self.workload_facts())
         if isinstance(runner, WorkerRunner):
             runner.send_message(READY, index)  # and wait for the master's zero (module docstring)

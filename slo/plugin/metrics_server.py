@@ -13,6 +13,7 @@ warning, not a refused run: the gate's verdict does not depend on it.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,7 +23,8 @@ from slogate.slo.outputs.prometheus import exposition
 
 log = logging.getLogger("slogate")
 PATHS = ("/slo/metrics", "/metrics")
-_servers: dict[int, tuple[int, WSGIServer]] = {}  # per gate: its port and server
+# Per gate, held weakly: its port and server.
+_servers: weakref.WeakKeyDictionary[Any, tuple[int, WSGIServer]] = weakref.WeakKeyDictionary()
 
 
 def metrics_app(snapshot: Callable[[], Report]) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
@@ -47,7 +49,7 @@ def metrics_app(snapshot: Callable[[], Report]) -> Callable[[dict[str, Any], Cal
 def start_metrics_server(gate: Any) -> None:
     """Serve `gate.snapshot()` on `--slo-metrics-port` (0 or less: off) unless a worker or already there."""
     port = gate.reports.metrics_port
-    running = _servers.get(id(gate))
+    running = _servers.get(gate)
     if gate.is_worker or (running is not None and running[0] == port):
         return
     stop_metrics_server(gate)
@@ -61,11 +63,11 @@ def start_metrics_server(gate: Any) -> None:
     except (OSError, OverflowError) as e:
         log.warning("slogate: --slo-metrics-port %s: cannot listen (%s); no Prometheus metrics this run", port, e)
         return
-    _servers[id(gate)] = (port, server)
+    _servers[gate] = (port, server)
     log.info("slogate: Prometheus metrics at http://%s:%s%s", host or "0.0.0.0", port, PATHS[0])
 
 
 def stop_metrics_server(gate: Any) -> None:
-    running = _servers.pop(id(gate), None)
+    running = _servers.pop(gate, None)
     if running is not None:
         running[1].stop(timeout=1)

@@ -36,6 +36,7 @@ import re
 import socket
 import ssl
 import time
+import weakref
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -45,7 +46,8 @@ log = logging.getLogger("slogate")
 API_KEY_ENV_VARS = ("SLOGATE_API_KEY", "OPENAI_API_KEY")
 WIRE_ATTR = "slogate_target_credentials"
 
-_known: dict[int, dict[str, str]] = {}  # id(environment) -> {URL without credentials: Authorization}
+# Per environment, held weakly: {URL without credentials: Authorization}.
+_known: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 _warned = False
 
 
@@ -74,7 +76,7 @@ def remember(environment: Any, url: str | None) -> str | None:
         return url
     bare, basic = split_credentials(url)
     if basic is not None:
-        known = _known.setdefault(id(environment), {})
+        known = _known.setdefault(environment, {})
         known[_key(bare)] = basic
         settings.carry(environment, WIRE_ATTR, dict(known))
     return bare
@@ -101,7 +103,7 @@ def resolve(environment: Any, url: str | None = None) -> tuple[str, dict[str, st
     bare, basic = split_credentials(url or environment.host or "")
     base = _key(bare)
     if basic is None:
-        basic = _known.get(id(environment), {}).get(base)
+        basic = _known.get(environment, {}).get(base)
     wire = settings.carried(environment, WIRE_ATTR)  # a worker's, from the master
     if basic is None and isinstance(wire, dict):
         basic = wire.get(base)

@@ -22,8 +22,12 @@ class FakeMaster:
         self.sent.append((msg_type, data, client_id))
 
 
-def master_environment(expect_workers: int) -> Any:
-    return SimpleNamespace(runner=FakeMaster(), parsed_options=SimpleNamespace(expect_workers=expect_workers))
+class FakeEnvironment:
+    """A master's environment: its runner and options (a SimpleNamespace cannot be weakly referenced)."""
+
+    def __init__(self, expect_workers: int) -> None:
+        self.runner = FakeMaster()
+        self.parsed_options = SimpleNamespace(expect_workers=expect_workers)
 
 
 def ready(environment: Any, worker_index: int, node_id: str) -> None:
@@ -38,13 +42,8 @@ def poll_until(condition: Any, timeout_s: float = 5.0) -> bool:
 
 
 @pytest.fixture
-def master() -> Any:
-    env = master_environment(expect_workers=2)
-    trace_user._zeros.pop(id(env), None)
-    trace_user._ready[id(env)] = set()
-    yield env
-    trace_user._ready.pop(id(env), None)
-    trace_user._zeros.pop(id(env), None)
+def master() -> FakeEnvironment:
+    return FakeEnvironment(expect_workers=2)
 
 
 def test_the_zero_waits_for_every_shard_index_not_for_any_two_workers(master: Any) -> None:
@@ -71,7 +70,7 @@ def test_a_worker_ready_after_the_release_gets_the_same_zero(master: Any) -> Non
 
 def test_a_stopped_run_stops_the_master_waiting_for_its_workers(master: Any) -> None:
     releaser = gevent.spawn(trace_user._release_workers, master)
-    trace_user._watchers[id(master)] = [releaser]
+    trace_user.trace_run(master).watchers.append(releaser)
     gevent.sleep(0)
     trace_user._stop_watching(master)
     assert poll_until(lambda: releaser.dead)

@@ -239,10 +239,20 @@ def test_the_metrics_app_serves_the_snapshot_on_its_paths_only() -> None:
     assert call(app, "/slo/status")[0].startswith("404") and call(app, "/slo/metrics", "POST")[0].startswith("405")
 
 
-def fake_gate(port: int, worker: bool = False) -> SimpleNamespace:
-    report = full_report()
-    options = {"reports": SimpleNamespace(metrics_port=port), "run_options": SimpleNamespace(web_host="127.0.0.1")}
-    return SimpleNamespace(**options, is_worker=worker, snapshot=lambda: report)
+class FakeGate:
+    """What the metrics server reads of a gate (which it keys weakly: a SimpleNamespace is neither
+    hashable nor weakly referable)."""
+
+    def __init__(self, port: int, worker: bool) -> None:
+        report = full_report()
+        self.reports = SimpleNamespace(metrics_port=port)
+        self.run_options = SimpleNamespace(web_host="127.0.0.1")
+        self.is_worker = worker
+        self.snapshot = lambda: report
+
+
+def fake_gate(port: int, worker: bool = False) -> FakeGate:
+    return FakeGate(port, worker)
 
 
 def listening(port: int) -> bool:

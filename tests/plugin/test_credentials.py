@@ -67,8 +67,16 @@ def test_split_credentials(url: str, bare: str, userinfo: str | None) -> None:
         assert authorization == "Basic " + base64.b64encode(userinfo.encode()).decode()
 
 
+class FakeEnvironment:
+    """A Locust environment's host and options (slogate keys its state by environment, weakly: a
+    SimpleNamespace is neither hashable nor weakly referable)."""
+
+    def __init__(self, host: str | None, parsed_options: SimpleNamespace) -> None:
+        self.host, self.parsed_options = host, parsed_options
+
+
 def fake_environment(host: str | None) -> Any:
-    return SimpleNamespace(host=host, parsed_options=SimpleNamespace(host=host))
+    return FakeEnvironment(host, SimpleNamespace(host=host))
 
 
 def test_credentials_leave_the_host_and_only_go_to_their_own_url(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,7 +91,7 @@ def test_credentials_leave_the_host_and_only_go_to_their_own_url(monkeypatch: py
     # Another host (typed into the form later) never gets them.
     assert target.resolve(env, "http://10.0.0.2:8000") == ("http://10.0.0.2:8000", {})
     # A worker receives them with the master's options (the spawn message), for the same URL only.
-    worker = SimpleNamespace(host="http://10.0.0.1:8000", parsed_options=SimpleNamespace())
+    worker = FakeEnvironment("http://10.0.0.1:8000", SimpleNamespace())
     setattr(worker.parsed_options, target.WIRE_ATTR, getattr(env.parsed_options, target.WIRE_ATTR))
     assert target.resolve(worker)[1] == {"Authorization": basic("user", "pw")}
     assert target.resolve(fake_environment("http://10.0.0.3"))[1] == {}
