@@ -68,6 +68,12 @@ def end_run(environment: Any) -> None:
         _stop(gate)
 
 
+def quit_run(runner: Any) -> None:
+    """A single process's end of run at --run-time, as Locust's own timer ends a headless run."""
+    log.info("slogate: --run-time reached, shutting down")
+    runner.quit()
+
+
 def end_gracefully(runner: Any) -> None:
     """A master's end of run: stop every worker (each flushes its last samples), then quit."""
     # stop() drops workers that do not stop within --stop-timeout from the master's list, so

@@ -93,18 +93,21 @@ class Gate:
         self.settings = Settings.from_parsed(settings.parsed(self.environment))
 
     def take_over_run_time(self) -> None:
-        """At `init`: --run-time as given (the report's plan), and, on a headless master, the gate
-        ends the run itself (slo/plugin/hooks.py): Locust's own timer no longer sees it."""
+        """At `init`: --run-time as given (the report's plan), and, headless, the gate ends the run
+        itself (slo/plugin/hooks.py): Locust's own timer no longer sees it. Locust's timer ends a
+        master's run before the workers' last samples arrive, and it is set on gevent's loop clock
+        as it stood before the start's imports and init listeners: it fired 1.3-1.5 s early, so a
+        `-t 2s` run sent for 0.3-0.7 s."""
         run_time_s = self.run_options.run_time_s
         if self.is_worker or not run_time_s:
             return
         self.run_time_s = run_time_s
-        if self.is_master and self.run_options.headless:
+        if self.run_options.headless:
             self._run_time_to_enforce = run_time_s
             settings.take_over_run_time(self.environment)
 
     def run_time_to_enforce(self) -> float | None:
-        """The run time a headless master ends its run after, once (its first run)."""
+        """The run time a headless run (master or single process) ends after, once (its first run)."""
         run_time_s, self._run_time_to_enforce = self._run_time_to_enforce, None
         return run_time_s
 
@@ -144,10 +147,11 @@ class Gate:
 
     def start_run(self) -> Run:
         """A new run, starting now (`test_start`, once configured): the previous one is dropped.
-        Its plan is --run-time (a master's as given at the start; elsewhere as the options say now,
-        a web UI rerun's form included)."""
+        Its plan is --run-time (a headless run's as given at the start, the gate enforcing it; elsewhere
+        as the options say now, a web UI rerun's form included)."""
         self.run.drop()
-        planned_s = self.run_time_s if self.is_master or self.settings is None else self.run_options.run_time_s
+        as_given = self.is_master or self.settings is None or self.run_options.headless
+        planned_s = self.run_time_s if as_given else self.run_options.run_time_s
         workers = self.environment.runner.clients if self.is_master else ()
         self.run = Run(time.time(), planned_s, workers)
         self.start_listening()

@@ -20,6 +20,7 @@ from slogate.slo.plugin.control import (
     check_report_dir,
     end_gracefully,
     finish_load,
+    quit_run,
     refuse,
     watch_signals,
 )
@@ -57,6 +58,7 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their last
     # samples arrive (and loses them outright with --stop-timeout): a headless master ends it itself
     # (`on_test_start`): stop, which waits for every worker to stop and so for its final flush, then quit.
+    # A single headless process ends it itself too, timed from a fresh clock (Gate.take_over_run_time).
     gate.take_over_run_time()
     if gate.is_master:
         runner.register_message(FLUSH_MESSAGE, lambda environment, msg, **_: on_worker_flush(gate, msg))
@@ -83,8 +85,10 @@ def on_test_start(environment: Any, **_: Any) -> None:
         abort_run(environment, refused)
     run_time_s = gate.run_time_to_enforce()
     if run_time_s:
-        log.info("slogate: the run ends after %s s, once every worker has sent its last samples", run_time_s)
-        gevent.spawn_later(run_time_s, end_gracefully, environment.runner)
+        gevent.get_hub().loop.update_now()  # the loop's clock, stale by the work since its last turn
+        if gate.is_master:
+            log.info("slogate: the run ends after %s s, once every worker has sent its last samples", run_time_s)
+        gevent.spawn_later(run_time_s, end_gracefully if gate.is_master else quit_run, environment.runner)
     if not gate.is_master:
         run.loop_monitor.start()
     if gate.is_worker:

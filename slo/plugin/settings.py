@@ -178,8 +178,8 @@ def parsed(environment: Any) -> Any:
 
 
 def take_over_run_time(environment: Any) -> None:
-    """A master's headless `--run-time` is enforced by the gate (slo/plugin/hooks.py): Locust's own
-    timer must not see it."""
+    """A headless `--run-time` is enforced by the gate (slo/plugin/hooks.py): Locust's own timer
+    must not see it."""
     environment.parsed_options.run_time = None
 
 
