@@ -12,7 +12,7 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
 
     status=500        answer with this HTTP status and a JSON error body
     close=1           close the connection without answering
-    ttft_ms=150       delay before the first content chunk
+    ttft_ms=150       delay before the first token (reasoning first: `think`, launch/fault_formats.py)
     role_first=1      send the opening events at once, before the delay: chat's role-only chunk,
                       an empty completions chunk, responses' output item and content part (its
                       `response.created` and `response.in_progress` always come at once)
@@ -38,6 +38,7 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
                       request naming the same `slots`), the others wait in line, first come first
                       served; with `ttft_ms=T,tokens=K,itl_ms=I` each holds its slot for about
                       T + (K-1)*I ms, so the capacity is slots / that time, in requests per second
+    linger_ms=2000    a client that hangs up: the request stays running 2 s more (launch/fault_cancel.py)
     mix=1             a different fault per request: each of `FAULTS` in turn, with "ok" (no
                       fault) first; `mix=ok+stall+http_429` cycles through those; with seed=N the
                       fault is drawn at random (seeded) instead. The other keys still apply
@@ -54,7 +55,7 @@ as one JSON line to --log when the server is done with it (the ground truth): wh
 when its first content chunk was written, `fault` (the fault it injected, by the names of
 `FAULTS` and `http_<status>`, or null), `completed` (the server wrote all it meant to: false after
 `close`, a cut, or a client that went away), `outcome` ("ok": no fault and completed; else the
-fault, or "incomplete"), and a digest of its body that lets a benchmark pair it with the client's
+fault, or "cancelled": the client hung up), and a digest of its body that lets a benchmark pair it with the client's
 own record; with --log-bodies also `body`, the request's JSON body as sent, for tests of exactly
 what clients send.
 The tests and the benchmarks both use it.
@@ -75,7 +76,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from slogate.launch.fault_formats import FORMATS, StreamFormat
+from slogate.launch.fault_cancel import Running
+from slogate.launch.fault_formats import FORMATS, StreamFormat, output_piece, served_models, think
 
 DEFAULTS = {
     "status": 200,
@@ -135,9 +137,6 @@ def parse_mix(model: str) -> tuple[str, ...] | None:
     return None
 
 
-METRICS = b"vllm:num_requests_running 0\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0\n"
-
-
 class Server:
     def __init__(
         self, log_path: str | None, log_bodies: bool = False, tls: ssl.SSLContext | None = None, metrics: bool = False
@@ -148,6 +147,7 @@ class Server:
         self.tls = tls
         self.mixes: dict[str, Iterator[str]] = {}  # per model string: the faults still to come
         self.slots: dict[int, asyncio.Semaphore] = {}  # per `slots=` value: the streams being served
+        self.running = Running()  # /metrics' vllm:num_requests_running (launch/fault_cancel.py)
 
     def next_fault(self, model: str, names: tuple[str, ...], seed: float | None) -> str:
         if model not in self.mixes:
@@ -196,9 +196,9 @@ class Server:
         if path == "/health":
             return await self.json_response(writer, 200, {})
         if path == "/v1/models":
-            return await self.json_response(writer, 200, {"object": "list", "data": [{"id": "default"}]})
+            return await self.json_response(writer, 200, served_models())
         if path == "/metrics" and self.metrics:
-            return await self.respond(writer, 200, METRICS, "text/plain; version=0.0.4")
+            return await self.respond(writer, 200, self.running.metrics(), "text/plain; version=0.0.4")
         req = json.loads(body or b"{}")
         if path == "/tokenize":
             return await self.json_response(writer, 200, {"count": len(req.get("prompt", "").split())})
@@ -245,9 +245,9 @@ class Server:
                 state["completed"] = True
                 return keep
             if "slots" not in b:
-                return await self.stream(writer, fmt, b, state)
+                return await self.running.serve(self.stream(writer, fmt, b, state), b)
             async with self.slots.setdefault(int(b["slots"]), asyncio.Semaphore(int(b["slots"]))):
-                return await self.stream(writer, fmt, b, state)
+                return await self.running.serve(self.stream(writer, fmt, b, state), b)
         finally:
             if logged is not None:
                 self.record(arrived, digest, logged if self.log_bodies else None, **state)
@@ -256,7 +256,7 @@ class Server:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         writer.write(fmt.opening(bool(b["role_first"])))
         await writer.drain()
-        await asyncio.sleep(b["ttft_ms"] / 1000)
+        await think(writer, fmt, b)
         trickling = False
 
         def inject(fault: str) -> None:
@@ -299,7 +299,7 @@ class Server:
             if "bad_shape_after" in b and i == int(b["bad_shape_after"]):
                 inject("bad_shape")
                 writer.write(fmt.bad_shape())
-            await send(fmt.token(f" tok{i}"))
+            await send(output_piece(fmt, i, b))
             await writer.drain()
             if state["first_content_at"] is None:
                 state["first_content_at"] = time.time()
@@ -322,7 +322,7 @@ class Server:
         completed: bool,
         first_content_at: float | None,
     ) -> None:
-        outcome = fault or ("ok" if completed else "incomplete")
+        outcome = fault or ("ok" if completed else "cancelled")  # no fault, not completed: the client hung up
         row = {
             "arrived": arrived,
             "first_content_at": first_content_at,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from slogate.launch.adapters import adapter_dirs, lora_args, make_adapters
 from slogate.launch.installation import (
     InstallError,
     VllmInstall,
@@ -52,6 +53,7 @@ class LaunchPlan:
     env: dict[str, str]
     host: str
     port: int
+    adapters: int = 0  # LoRA adapters of the generated model served beside it (launch/adapters.py)
 
     def shell(self) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
@@ -103,19 +105,25 @@ def command_vllm(profile: Profile, found: VllmInstall | None) -> tuple[VllmInsta
     return VllmInstall(python, "cpu"), note
 
 
-def plan(profile: Profile, vllm: VllmInstall, host: str, port: int) -> LaunchPlan:
+def plan(profile: Profile, vllm: VllmInstall, host: str, port: int, adapters: int = 0) -> LaunchPlan:
+    """The command that serves `profile`, and `adapters` LoRA adapters of its generated model (named
+    a, b, ...; made offline at the start, launch/adapters.py)."""
     argv = [*vllm.server_argv(profile.model_path), *profile.server_args(), "--host", host, "--port", str(port)]
-    return LaunchPlan(profile, argv, dict(profile.env), host, port)
+    if adapters:
+        argv += lora_args(adapter_dirs(profile.model_path, adapters))
+    return LaunchPlan(profile, argv, dict(profile.env), host, port, adapters)
 
 
-def ensure_model(profile: Profile) -> None:
+def ensure_model(profile: Profile, adapters: int = 0) -> None:
     if profile.generate_model and not (Path(profile.model_path) / "config.json").exists():
         make_model(profile.model_path, profile.generate_model)
+    if adapters:
+        make_adapters(profile.model_path, adapters)
 
 
 def start(launch_plan: LaunchPlan, log_path: Path | None = None) -> ServerProcess:
     """Start the planned server without waiting for it (`start_profile` waits)."""
-    ensure_model(launch_plan.profile)
+    ensure_model(launch_plan.profile, launch_plan.adapters)
     log_path = log_path or slogate_home() / "logs" / f"{launch_plan.profile.name}-{launch_plan.port}.log"
     server = ServerProcess(
         launch_plan.argv, host=launch_plan.host, port=launch_plan.port, log_path=log_path, env=launch_plan.env
@@ -133,6 +141,7 @@ def start_profile(
     validate: bool = True,
     log_path: Path | None = None,
     on_progress: Callable[[str], None] | None = None,
+    adapters: int = 0,
 ) -> Launched:
     """Find vLLM (installing the CPU build first if `install`), check the profile with its parser
     (`validate=False` when the caller already checked it), start the server and wait until
@@ -140,13 +149,13 @@ def start_profile(
 
     Raises `ProfileError`, `ProfileInvalid`, `InstallError`, or `ServerStartError`; a server that
     exited, did not become healthy in time or was interrupted while starting is stopped first.
-    `on_progress` gets one line per step.
+    `on_progress` gets one line per step; `adapters`: LoRA adapters of a generated model to serve too.
     """
     say = on_progress or (lambda _: None)
     profile = load_profile(profile) if isinstance(profile, str) else profile
     vllm = locate_vllm(profile, install=install)
     version = validate_profiles(vllm, profile) if validate else None
-    launch_plan = plan(profile, vllm, host, port)
+    launch_plan = plan(profile, vllm, host, port, adapters)
     say(f"starting {profile.name} ({f'vLLM {version}, ' if version else ''}{vllm.build} build): {launch_plan.shell()}")
     server = start(launch_plan, log_path)
     say(f"waiting for {server.url}/health (up to {profile.health_timeout_s:.0f} s; log {server.log_path})")

@@ -71,9 +71,16 @@ def train_tokenizer(out_dir: Path) -> int:
     return tok.token_to_id("<|im_end|>")
 
 
+VISION = "vision"  # the tiny model with a vision encoder: launch/vision_model.py
+
+
 def make_model(out_dir: str | Path, size: str = "demo") -> Path:
+    if size == VISION:
+        from slogate.launch.vision_model import make_vision_model  # it builds on this module
+
+        return make_vision_model(out_dir)
     if size not in SHAPES:
-        raise ValueError(f"unknown model size {size!r}; choose one of {', '.join(SHAPES)}")
+        raise ValueError(f"unknown model size {size!r}; choose one of {', '.join([*SHAPES, VISION])}")
     shape = SHAPES[size]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -56,6 +56,12 @@ def checked_number(rule_of: str, number: type[int] | type[float]) -> Callable[[s
     return convert
 
 
+def count_at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is no count: give a whole number, at least 1")
+    return int(text)
+
+
 def port_number(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is no port: give a number from 1 to 65535")

@@ -107,13 +107,17 @@ def locust_run(tmp_path: Path):
 
 
 def start_cpu_tiny(log_path: Path) -> Any:
-    """The cpu-tiny vLLM server on a free port (a `Launched`); skipped when vLLM is not installed,
+    """The cpu-tiny vLLM server on a free port (a `Launched`), serving LoRA adapters `a` and `b` of
+    its model too (tests/e2e/test_vllm_adapters.py; the base model's answers are as without them,
+    its TPOT ~20 % longer); skipped when vLLM is not installed,
     unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then missing vLLM is a failure, never a silent skip."""
     from slogate.launch.installation import InstallError
     from slogate.launch.launcher import start_profile
 
     try:
-        return start_profile("cpu-tiny", "127.0.0.1", free_port(), install=False, validate=False, log_path=log_path)
+        return start_profile(
+            "cpu-tiny", "127.0.0.1", free_port(), install=False, validate=False, log_path=log_path, adapters=2
+        )
     except InstallError as e:
         if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
             pytest.fail(f"vLLM required but not available: {e}")

@@ -11,6 +11,7 @@ Two formats, told apart by the file's first character:
   turns are the server's own answers; the recorded `gpt` answers only size `max_tokens` (about
   1.3 tokens a word, or a fixed `--max-tokens` where the caller passes one).
 
+Images (a ShareGPT entry's `image`, chat `image_url` parts) are read by images.py's `load_images`.
 Errors are one line naming the file and line (`DatasetError`), found before any load is sent.
 """
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slogate.locustfiles.load import images
 from slogate.locustfiles.load.words import WORDS
 from slogate.slo.gate.record import file_class
 
@@ -135,12 +137,14 @@ def _sharegpt_conversation(entry: dict, line: int, max_tokens: int | None) -> Co
     return Conversation(line, tuple(turns), file_class(entry.get("class")))
 
 
-def _entry(entry: object, line: int, max_tokens: int | None) -> Conversation:
+def _entry(entry: object, line: int, max_tokens: int | None, base: Path, cache: dict[str, str]) -> Conversation:
+    """One entry; its image files (relative to `base`, each read once into `cache`) as data URIs."""
     if not isinstance(entry, dict):
         raise ValueError(f"expected a JSON object, got {type(entry).__name__}")
     if "conversations" in entry:
-        return _sharegpt_conversation(entry, line, max_tokens)
-    return _chat_request(entry, line)
+        conversation = _sharegpt_conversation(entry, line, max_tokens)
+        return images.load_images(conversation, entry.get("image"), base, cache)
+    return images.load_images(_chat_request(entry, line), None, base, cache)
 
 
 def _json_array_items(text: str) -> Iterator[tuple[int, object]]:
@@ -202,11 +206,12 @@ def load_dataset(path: str | Path, max_tokens: int | None = None) -> list[Conver
     except UnicodeDecodeError:
         raise DatasetError(f"{path}: not UTF-8 text") from None
     items = _json_array_items(text) if text.lstrip().startswith("[") else _jsonl_items(text)
-    conversations = []
+    conversations: list[Conversation] = []
+    image_files: dict[str, str] = {}
     try:
         for line, item in items:
             try:
-                conversations.append(_entry(item, line, max_tokens))
+                conversations.append(_entry(item, line, max_tokens, Path(path).parent, image_files))
             except ValueError as e:
                 raise DatasetError(f"{line}: {e}") from None
     except DatasetError as e:

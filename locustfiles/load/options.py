@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gevent.lock
 from locust import events
 from locust.runners import WorkerRunner
-from slogate.locustfiles.load import datasets, replay, server, trace
+from slogate.locustfiles.load import datasets, images, output_check, output_options, replay, server, trace
+from slogate.locustfiles.load.adapters import adapter_tags, parse_adapters
+from slogate.locustfiles.load.cancel import CancelPlan
 from slogate.locustfiles.load.endpoints import ENDPOINTS
 from slogate.locustfiles.load.workload import Workload, WorkloadConfig, dataset_tags, parse_range
 from slogate.slo.gate.judge import UnknownClass, check_classes
@@ -73,6 +75,27 @@ def _add_arguments(parser: Any) -> None:
         default=d.endpoint,
         help=f"The API to stream from: {', '.join(ENDPOINTS)}",
     )
+    prompts(
+        "--adapters",
+        type=str,
+        default="",
+        help="Spread requests over these LoRA adapters, a,b,c or weighted a:3,b:1 (seeded, per conversation): "
+        "each request's model is its adapter's name, its tag adapter_<name> (docs/workloads/adapters.md)",
+    )
+    prompts(
+        "--images",
+        type=str,
+        default="0",
+        help="Image parts per chat request, N or A-B (uniform per request), generated new each time as PNG data "
+        "URIs; requests are tagged images_<n> for SLOs (docs/workloads/images.md)",
+    )
+    prompts("--image-size", type=str, default="x".join(map(str, d.image_size)), help="Generated images' size, WxH")
+    prompts(
+        "--shared-images",
+        type=int,
+        default=d.shared_images,
+        help="Draw --images from a fixed set of this many images (0: a new image each time)",
+    )
     conversations(
         "--turns",
         type=str,
@@ -122,6 +145,7 @@ class WorkloadOptions:
     arrivals: ArrivalOptions  # open_loop.py's
     stages: str  # stages.py's --stages, parsed by its shape
     run: RunOptions
+    cancel: CancelPlan = field(default_factory=CancelPlan)  # cancel.py's
 
     @classmethod
     def from_parsed(cls, opts: Any) -> WorkloadOptions:
@@ -155,6 +179,11 @@ class WorkloadOptions:
             turns=parse_range(turns, "--turns", int),
             think_time_s=parse_range(get("think_time_s", "0"), "--think-time-s", float),
             dataset=dataset,
+            **output_options.read(get),
+            images=parse_range(str(get("images", "0")), "--images", int),
+            image_size=images.parse_size(get("image_size", "x".join(map(str, d.image_size)))),
+            shared_images=get("shared_images", d.shared_images),
+            adapters=parse_adapters(get("adapters", "")),
         )
         trace_options = None
         if trace_path:
@@ -179,6 +208,7 @@ class WorkloadOptions:
             arrivals,
             get("stages", ""),
             settings.run_options(opts),
+            CancelPlan.read(get, trace=bool(trace_path)),
         )
 
 
@@ -207,7 +237,9 @@ def _check_options(environment: Any, **_: Any) -> None:
     try:
         options = workload_options(environment)
         target.use_ca_bundle(options.ca_bundle)
+        output_check.load(options.config, trace=options.trace is not None)
         tags, workload_name = _available_tags(options, environment)
+        tags = [*tags, *adapter_tags(options.config.adapters)]
     except (ValueError, trace.TraceError, datasets.DatasetError) as e:
         usage_exit(environment, str(e))
         return
@@ -233,6 +265,10 @@ def _available_tags(options: WorkloadOptions, environment: Any) -> tuple[list[st
             raise ValueError("--trace and --dataset cannot be combined")
         if config.max_turns > 1:
             raise ValueError("--turns does not apply to --trace: each trace line is one request")
+        if config.images[1] > 0:
+            raise ValueError("--images does not apply to --trace: its lines are text prompts")
+        if config.adapters:
+            raise ValueError("--adapters does not apply to --trace: its requests go to the trace's model")
         if run.master and run.num_users is not None and run.num_users < run.expect_workers:
             raise ValueError(f"--trace needs a user per worker: -u {run.num_users} < {run.expect_workers} workers")
         scheduled = replay.load_schedule(trace_options)
@@ -241,7 +277,8 @@ def _available_tags(options: WorkloadOptions, environment: Any) -> tuple[list[st
         return dataset_tags(datasets.load_dataset(config.dataset)), f"this dataset ({config.dataset})"
     return (
         config.available_tags(),
-        f"this workload (--shared-fraction {config.shared_fraction:g}, --turns {options.turns})",
+        f"this workload (--shared-fraction {config.shared_fraction:g}, --turns {options.turns}"
+        + (f", --images {images.range_text(config.images)})" if config.images[1] else ")"),
     )
 
 

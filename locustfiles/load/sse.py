@@ -101,7 +101,8 @@ def apply_chat_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
     """Apply one `chat.completion.chunk` payload; True at `[DONE]`.
 
     A token event is a delta with non-empty `content`, `reasoning_content`/`reasoning`, or
-    `tool_calls`; the role-only first chunk and the finish chunk are not.
+    `tool_calls`; the role-only first chunk and the finish chunk are not. Reasoning (vLLM 0.32:
+    `reasoning`; before it and other servers: `reasoning_content`) is timed apart from the output.
     """
     if payload == DONE:
         return True
@@ -111,8 +112,20 @@ def apply_chat_event(payload: bytes, timer: StreamTimer, now: float) -> bool:
         delta = choices[0].get("delta")
         if delta:
             content = delta.get("content")
-            if content or delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls"):
+            if content:
+                if len(delta) > 1 and (delta.get("reasoning") or delta.get("reasoning_content")):
+                    timer.reasoned(now)  # the event that ends the reasoning may carry its last piece
                 timer.token(now, checked_text(content))
+            elif delta.get("reasoning") or delta.get("reasoning_content"):
+                if delta.get("tool_calls"):
+                    timer.reasoned(now)
+                    timer.token(now)
+                else:
+                    timer.reasoning(now)
+            elif delta.get("tool_calls"):
+                timer.token(now)
+            if timer.output is not None:  # --tools: the calls' names and arguments, as streamed
+                timer.output.tool_calls(now, delta.get("tool_calls"))
     elif "error" in obj:
         raise _stream_error(obj["error"])
     usage = obj.get("usage")
@@ -144,11 +157,11 @@ def apply_completions_event(payload: bytes, timer: StreamTimer, now: float) -> b
 
 # Responses events whose non-empty `delta` is a token: the answer text, reasoning, a tool call.
 RESPONSES_OUTPUT_TEXT = "response.output_text.delta"
+RESPONSES_REASONING_EVENTS = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
 RESPONSES_TOKEN_EVENTS = frozenset(
     {
         RESPONSES_OUTPUT_TEXT,
-        "response.reasoning_text.delta",
-        "response.reasoning_summary_text.delta",
+        *RESPONSES_REASONING_EVENTS,
         "response.function_call_arguments.delta",
         "response.custom_tool_call_input.delta",
     }
@@ -171,12 +184,17 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
     if kind in RESPONSES_TOKEN_EVENTS:
         delta = obj.get("delta")
         if delta:
-            timer.token(now, checked_text(delta) if kind == RESPONSES_OUTPUT_TEXT else None)
+            if kind == RESPONSES_OUTPUT_TEXT:
+                timer.token(now, checked_text(delta))
+            elif kind in RESPONSES_REASONING_EVENTS:
+                timer.reasoning(now)
+            else:
+                timer.token(now)
         return False
     if kind in RESPONSES_END_EVENTS:
         usage = (obj.get("response") or {}).get("usage")
         if usage:
-            _apply_usage(usage, timer, "input_tokens", "output_tokens", "input_tokens_details")
+            _apply_usage(usage, timer, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details")
         return True
     if kind == "error":
         raise _stream_error(obj)
@@ -221,12 +239,17 @@ def _apply_usage(
     prompt_key: str = "prompt_tokens",
     completion_key: str = "completion_tokens",
     details_key: str = "prompt_tokens_details",
+    output_details_key: str = "completion_tokens_details",
 ) -> None:
     """A `usage` object: chat and completions name its fields as the defaults, responses as
-    `input_tokens`, `output_tokens`, `input_tokens_details`. A count that is not a non-negative
-    integer (`"5"`, `-1`, `2.5`) is a protocol error, not a figure carried into the report."""
+    `input_tokens`, `output_tokens`, `input_tokens_details`, `output_tokens_details`. A count that
+    is not a non-negative integer (`"5"`, `-1`, `2.5`) is a protocol error, not a figure carried
+    into the report."""
     details = usage.get(details_key) or {}
-    timer.usage(*checked_counts(usage.get(prompt_key), usage.get(completion_key), details.get("cached_tokens")))
+    reasoning = (usage.get(output_details_key) or {}).get("reasoning_tokens")
+    timer.usage(
+        *checked_counts(usage.get(prompt_key), usage.get(completion_key), details.get("cached_tokens"), reasoning)
+    )
 
 
 def checked_counts(*counts: object) -> tuple[int | None, ...]:

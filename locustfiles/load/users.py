@@ -42,6 +42,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from locust import User, constant, task
 from slogate.locustfiles.load import options
 from slogate.locustfiles.load.bounds import RequestDeadline, bound_lines, deadline
+from slogate.locustfiles.load.cancel import StreamCancelled, hang_up_clock, read_until_cancelled
 from slogate.locustfiles.load.connections import KeptAlivePool
 from slogate.locustfiles.load.rx_timestamps import TimestampedSocket, timestamped_socket
 from slogate.locustfiles.load.server import TargetError
@@ -83,6 +84,7 @@ class ChatUser(User):
     def on_start(self) -> None:
         try:
             self.workload: Workload = options.workload_for(self.environment)
+            self.cancels = options.workload_options(self.environment).cancel
         except TargetError as e:
             abort_run(self.environment, f"target unreachable: {e}")
             raise gevent.GreenletExit from None
@@ -93,7 +95,9 @@ class ChatUser(User):
         # The bare URL and its Authorization header (credentials never stay in a URL: slo/plugin/target.py).
         self.base_url, self.auth_headers = target.resolve(self.environment, self.host)
         worker = getattr(self.environment.runner, "worker_index", 0)
-        self.rng = random.Random(f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}")
+        seed = f"{self.workload.config.seed}:{worker}:{next(_user_numbers)}"
+        self.rng = random.Random(seed)
+        self.cancel_rng = self.cancels.rng(seed)  # None without --cancel-fraction
 
     def workload_facts(self) -> WorkloadFacts:
         """What the report records as `run.workload`; every user of a process notes the same."""
@@ -129,11 +133,15 @@ class ChatUser(User):
         """Run one request (`stream`), report its record and return it. One that the end of the run
         stops (Locust kills the greenlet past --stop-timeout) is reported as unfinished, with its
         TTFT if its first token had come: never silently lost. `scheduled` (open loop) gives the send lag.
-        The request's --request-timeout runs from here (`bounds.deadline`)."""
+        The request's --request-timeout runs from here (`bounds.deadline`), as a --cancel-after-ms
+        hang-up does (cancel.py)."""
         sent = time.perf_counter()
         timeout = deadline(self.workload.config.request_timeout_s)
+        hang_up = hang_up_clock(self.cancels, timer) if self.cancels.picks(self.cancel_rng) else None
         try:
             record = stream()
+        except StreamCancelled:  # --cancel-after-ms: the client's own hang-up, wherever it waited
+            record = timer.cancel(time.perf_counter())
         except RequestDeadline as e:  # past where the user's client maps it to its own timeout
             record = timer.fail(ErrorKind.TIMEOUT, str(e), time.perf_counter())
         except gevent.GreenletExit:
@@ -142,6 +150,8 @@ class ChatUser(User):
             raise
         finally:
             timeout.close()
+            if hang_up is not None:
+                hang_up.close()
         if scheduled is not None:
             record.send_lag_us = int((sent - scheduled) * 1_000_000)
         report_record(self.environment, record)
@@ -149,10 +159,13 @@ class ChatUser(User):
 
 
 def start_timer(req: ChatRequest, started_at: float, t0: float) -> StreamTimer:
-    """The timer of `req`; it keeps the streamed answer when a later turn will resend it."""
+    """The timer of `req`; it keeps the streamed answer when a later turn will resend it or its
+    output is checked at the end (--tools, --response-format), and then the tool calls too."""
     timer = StreamTimer(req.request_class, started_at, t0, req.tags)
-    if req.has_follow_up:
+    if req.has_follow_up or req.output is not None:
         timer.capture_answer()
+    if req.output is not None:
+        timer.output = req.output.capture()
     return timer
 
 
@@ -247,6 +260,11 @@ class SseChatUser(ChatUser):
             apply_event = self.endpoint.apply_event
             readline = resp.readline
             arrived = _arrival_clock(resp)
+            if timer.cancel_after_tokens:  # a request picked to hang up: the loop that counts
+                cut = read_until_cancelled(readline, parser, apply_event, arrived, timer, lambda: _drain(resp))
+                if cut is not None:
+                    return cut
+                return timer.fail(ErrorKind.TRUNCATED, "stream ended before its end event", time.perf_counter())
             while line := readline(b"\n"):
                 now = arrived()
                 for payload in parser.feed(line):

@@ -99,11 +99,15 @@ class OpenAIChatUser(ChatUser):
         try:
             with self.client.chat.completions.create(**body, extra_body=extra or None) as chunks:
                 _check_body(chunks.response)
+                stop_at = timer.cancel_after_tokens  # --cancel-after-tokens on a request picked to hang up
                 for chunk in chunks:
                     try:
                         saw_usage = _apply_chunk(chunk, timer, perf()) or saw_usage
                     except SHAPE_ERRORS as e:  # the SDK does not validate chunks: `{"choices": [null]}` passes
                         raise unexpected_shape(e) from None
+                    if stop_at and timer.token_events >= stop_at:
+                        chunks.close()  # hang up: closes the connection, so the server sees the client leave
+                        return timer.cancel(perf())
         except StreamProtocolError as e:
             return timer.fail(ErrorKind.PROTOCOL, str(e)[:200], perf())
         except json.JSONDecodeError as e:  # the SDK parses each event's data itself
@@ -158,15 +162,27 @@ def _apply_chunk(chunk: Any, timer: StreamTimer, now: float) -> bool:
     empty `usage` into one whose fields are None: that one is absent, as in raw SSE.)"""
     if chunk.choices:
         d = chunk.choices[0].delta
-        if d is not None and (
-            d.content or d.tool_calls or getattr(d, "reasoning_content", None) or getattr(d, "reasoning", None)
-        ):
-            timer.token(now, checked_text(d.content))
+        if d is not None:
+            # The SDK keeps fields it does not know (vLLM's `reasoning`) as extra attributes.
+            reasoning = getattr(d, "reasoning", None) or getattr(d, "reasoning_content", None)
+            if d.content or d.tool_calls:
+                if reasoning:
+                    timer.reasoned(now)
+                timer.token(now, checked_text(d.content))
+            elif reasoning:
+                timer.reasoning(now)
+            if timer.output is not None and d.tool_calls:  # --tools: the SDK's objects, as raw SSE's dicts
+                timer.output.tool_calls(now, [call.model_dump() for call in d.tool_calls])
     usage = chunk.usage
     if not usage or (usage.prompt_tokens is None and usage.completion_tokens is None):
         return False
-    details = usage.prompt_tokens_details
+    details, output_details = usage.prompt_tokens_details, usage.completion_tokens_details
     timer.usage(
-        *checked_counts(usage.prompt_tokens, usage.completion_tokens, details.cached_tokens if details else None)
+        *checked_counts(
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            details.cached_tokens if details else None,
+            output_details.reasoning_tokens if output_details else None,
+        )
     )
     return True

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from slogate.locustfiles.load import datasets, server
+from slogate.locustfiles.load import adapters, datasets, output_check, server
+from slogate.locustfiles.load import images as request_images  # `images` names WorkloadConfig's field
 from slogate.locustfiles.load.endpoints import ENDPOINTS, Endpoint, Messages
 from slogate.locustfiles.load.words import WORDS
-from slogate.slo.gate.record import ALL, SHARED, UNIQUE, conversation_tag_names, conversation_tags
+from slogate.slo.gate.record import ALL, SHARED, UNIQUE, conversation_tag_names, conversation_tags, images_tag
 
 log = logging.getLogger("slogate.workload")
 
@@ -49,10 +50,18 @@ class WorkloadConfig:
     turns: tuple[int, int] = (1, 1)  # turns per conversation, drawn uniformly per conversation
     think_time_s: tuple[float, float] = (0.0, 0.0)  # between a turn's answer and the next turn
     dataset: str = ""  # --dataset: requests from this file instead of the generated prompt mix
+    images: tuple[int, int] = (0, 0)  # image parts per request, drawn uniformly (images.py)
+    image_size: tuple[int, int] = request_images.DEFAULT_SIZE  # width, height
+    shared_images: int = 0  # draw the images from a fixed set of this many (0: a new one each time)
+    tools: str = ""  # --tools FILE: OpenAI tools JSON (output_check.py)
+    tool_choice: str = ""  # --tool-choice: auto, required, none or a tool's name ("": the server's default)
+    response_format: str = ""  # --response-format FILE: the JSON schema every answer must match
+    adapters: adapters.Adapters = ()  # --adapters: (LoRA adapter, weight) pairs (adapters.py)
 
     def __post_init__(self) -> None:
         if self.endpoint not in ENDPOINTS:
             raise ValueError(f"--endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}")
+        request_images.check(self.images, self.shared_images, self.endpoint, self.dataset)
         lo, hi = self.turns
         if lo < 1 or hi < lo:
             raise ValueError(f"--turns must be N >= 1 or A-B with 1 <= A <= B, got {_range_text(self.turns)}")
@@ -84,7 +93,7 @@ class WorkloadConfig:
     def available_tags(self) -> list[str]:
         """Every tag (SLO `class`) this workload's requests can carry."""
         prefix = [SHARED] * (self.shared_fraction > 0) + [UNIQUE] * (self.shared_fraction < 1)
-        return [ALL, *prefix, *conversation_tag_names(self.max_turns)]
+        return [ALL, *prefix, *conversation_tag_names(self.max_turns), *request_images.tags(self.images)]
 
     def describe(self) -> dict[str, Any]:
         """The workload identity that reports and baselines record. The endpoint and conversation
@@ -99,6 +108,17 @@ class WorkloadConfig:
             del out["turns"], out["think_time_s"]
         else:  # as a saved report reads them back, so that a baseline compares equal
             out["turns"], out["think_time_s"] = list(self.turns), list(self.think_time_s)
+        if self.images[1] == 0:  # no images: as before they existed
+            del out["images"], out["image_size"], out["shared_images"]
+        else:
+            out["images"], out["image_size"] = list(self.images), list(self.image_size)
+        if self.adapters:  # else left out, as before they existed
+            out["adapters"] = adapters.describe(self.adapters)
+        else:
+            del out["adapters"]
+        for name in ("tools", "tool_choice", "response_format"):  # unset: as before they existed
+            if not out[name]:
+                del out[name]
         return out
 
 
@@ -132,6 +152,8 @@ class ChatRequest:
     turn: int = 1
     turns: int = 1
     conversation: datasets.Conversation | None = None  # --dataset: the entry this turn is from
+    output: output_check.OutputSpec | None = None  # --tools / --response-format: checked at the stream's end
+    adapter: str | None = None  # --adapters: the LoRA adapter it is sent to (its `model`)
 
     @property
     def has_follow_up(self) -> bool:
@@ -149,7 +171,8 @@ _SET_BY_SLOGATE = ("model", "stream", "stream_options")  # dataset fields that n
 def dataset_tags(conversations: list[datasets.Conversation]) -> list[str]:
     """Every tag (SLO `class`) a replay of `conversations` can produce."""
     classes = sorted({c.request_class or DATASET_CLASS for c in conversations})
-    return [ALL, *classes, *conversation_tag_names(max(len(c.turns) for c in conversations))]
+    turns = max(len(c.turns) for c in conversations)
+    return [ALL, *classes, *conversation_tag_names(turns), *request_images.dataset_image_tags(conversations)]
 
 
 class Workload:
@@ -160,8 +183,17 @@ class Workload:
         self.config = config
         self.dataset = datasets.load_dataset(config.dataset) if config.dataset else None
         self.entries = datasets.sampled(self.dataset, config.seed, worker) if self.dataset else None
+        self.output = output_check.load(config)
+        self.output_fields = self.output.body_fields() if self.output else {}
         self.dataset_turns = max(len(c.turns) for c in self.dataset) if self.dataset else 1
+        self.images = request_images.ImageMaker(
+            config.images, config.image_size, config.shared_images, config.seed, config.prompt_nonce
+        )
+        # Requests carry `images_<n>` where images are sent: --images, or a dataset that has some.
+        dataset_images = request_images.dataset_image_tags(self.dataset) if self.dataset else []
+        self.tags_images = config.images[1] > 0 or bool(dataset_images)
         self.endpoint: Endpoint = ENDPOINTS[config.endpoint]
+        self.adapter_mix = adapters.AdapterMix(config.adapters) if config.adapters else None
         self.model = model
         self.tokens_per_word = tokens_per_word
         prefix_rng = random.Random(f"slogate-prefixes:{config.seed}")
@@ -175,6 +207,8 @@ class Workload:
         """Discover the model and calibrate lengths against the target; raises `server.TargetError`.
         `worker` is the process's `--processes` worker index (its own dataset order)."""
         model = config.model or server.first_model_id(host, headers)
+        if config.adapters:
+            adapters.check_served(host, headers, config.adapters)
         sample = _text(random.Random(f"slogate-calibration:{config.seed}"), _CALIBRATION_WORDS)
         counted = server.count_tokens(host, headers, model, sample)
         if counted is None:
@@ -193,11 +227,16 @@ class Workload:
 
     def _body(self, messages: Messages, max_tokens: int | None = None) -> dict[str, Any]:
         cfg = self.config
-        return self.endpoint.body(self.model, messages, max_tokens or cfg.max_tokens, cfg.temperature, cfg.ignore_eos)
+        body = self.endpoint.body(self.model, messages, max_tokens or cfg.max_tokens, cfg.temperature, cfg.ignore_eos)
+        body.update(self.output_fields)
+        return body
 
     def _request(self, request_class: str, messages: Messages, turn: int, turns: int) -> ChatRequest:
-        tags = conversation_tags(turn) if self.config.max_turns > 1 else ()
-        return ChatRequest(request_class, self._body(messages), messages, tags, turn, turns)
+        tags = (*(conversation_tags(turn) if self.config.max_turns > 1 else ()), *self._image_tags(messages))
+        return ChatRequest(request_class, self._body(messages), messages, tags, turn, turns, output=self.output)
+
+    def _image_tags(self, messages: Messages) -> tuple[str, ...]:
+        return (images_tag(request_images.count(messages)),) if self.tags_images else ()
 
     def describe(self) -> dict[str, Any]:
         """The config's `describe()`, with the dataset's facts under `dataset`."""
@@ -213,16 +252,17 @@ class Workload:
         max_tokens = conversation.turns[turn - 1].max_tokens
         body = self.endpoint.body(self.model, messages, max_tokens, cfg.temperature, cfg.ignore_eos)
         body.update((k, v) for k, v in conversation.extra.items() if k not in _SET_BY_SLOGATE)
+        body.update(self.output_fields)  # the options' tools and format, which the check expects
         turns = len(conversation.turns)
-        tags = conversation_tags(turn) if self.dataset_turns > 1 else ()
+        tags = (*(conversation_tags(turn) if self.dataset_turns > 1 else ()), *self._image_tags(messages))
         request_class = conversation.request_class or DATASET_CLASS
-        return ChatRequest(request_class, body, messages, tags, turn, turns, conversation)
+        return ChatRequest(request_class, body, messages, tags, turn, turns, conversation, self.output)
 
     def next_request(self, rng: random.Random) -> ChatRequest:
         """A new conversation's first turn (the only one without conversations)."""
         if self.entries is not None:
             conversation = next(self.entries)
-            return self._dataset_request(conversation, conversation.messages(0, []), 1)
+            return self._to_adapter(self._dataset_request(conversation, conversation.messages(0, []), 1), None, rng)
         cfg = self.config
         if rng.random() < cfg.shared_fraction:
             request_class, system = SHARED, rng.choice(self.shared_prefixes)
@@ -233,8 +273,8 @@ class Workload:
             )
         lo, hi = cfg.turns
         turns = lo if lo == hi else rng.randint(lo, hi)  # no draw without a range: seeds keep their shapes
-        messages = [{"role": "system", "content": system}, self._user_message(rng)]
-        return self._request(request_class, messages, 1, turns)
+        messages = [{"role": "system", "content": system}, self.images.with_images(self._user_message(rng), rng)]
+        return self._to_adapter(self._request(request_class, messages, 1, turns), None, rng)
 
     def follow_up(self, previous: ChatRequest, answer: str, rng: random.Random) -> ChatRequest:
         """The next turn: `previous`'s messages, its answer exactly as streamed, a new user message
@@ -242,9 +282,26 @@ class Workload:
         if previous.conversation is not None:
             added = previous.conversation.turns[previous.turn].messages
             messages = [*previous.messages, {"role": "assistant", "content": answer}, *added]
-            return self._dataset_request(previous.conversation, messages, previous.turn + 1)
+            req = self._dataset_request(previous.conversation, messages, previous.turn + 1)
+            return self._to_adapter(req, previous)
         messages = [*previous.messages, {"role": "assistant", "content": answer}, self._user_message(rng)]
-        return self._request(previous.request_class, messages, previous.turn + 1, previous.turns)
+        req = self._request(previous.request_class, messages, previous.turn + 1, previous.turns)
+        return self._to_adapter(req, previous)
+
+    def _to_adapter(
+        self, req: ChatRequest, previous: ChatRequest | None, rng: random.Random | None = None
+    ) -> ChatRequest:
+        """`req` sent to its conversation's LoRA adapter (--adapters): `previous`'s, or one drawn with
+        `rng` for a new conversation (no draw without adapters: seeds keep their prompts); its `model`
+        is the adapter's name, its tag `adapter_<name>`."""
+        if previous is not None:
+            adapter = previous.adapter
+        else:
+            adapter = self.adapter_mix.choose(rng) if self.adapter_mix and rng else None
+        if adapter is None:
+            return req
+        body = {**req.body, "model": adapter}
+        return replace(req, body=body, tags=(*req.tags, adapters.adapter_tag(adapter)), adapter=adapter)
 
     def think_time_s(self, rng: random.Random) -> float:
         lo, hi = self.config.think_time_s
@@ -259,4 +316,6 @@ class Workload:
             body["stream"] = False
             body.pop("stream_options", None)
             bodies.append(body)
-        return bodies
+        # A server's prefix cache is per adapter (vLLM's block hashes include the LoRA): each one's.
+        models = [name for name, _ in self.config.adapters]
+        return [{**body, "model": model} for model in models for body in bodies] if models else bodies

@@ -40,6 +40,7 @@ from slogate.slo.gate.histogram import LatencyHistogram, combined_percentiles_ms
 from slogate.slo.gate.latency_metrics import (
     INTERVAL_METRICS,
     SINGLE_IN_INTERVALS,
+    TTFT,
     UNFINISHED_IN_INTERVALS,
     Batches,
     batches,
@@ -100,6 +101,10 @@ class ClassInterval:
             self.unfinished += 1
             for name, waited in UNFINISHED_IN_INTERVALS:
                 self._hist(name).record_us(waited(rec))
+            return
+        if rec.error_kind == ErrorKind.CANCELLED:  # --cancel-fraction: no request or failure, its TTFT counts
+            if rec.ttft_us is not None and TTFT.name in INTERVAL_METRICS:
+                self._hist(TTFT.name).record_us(rec.ttft_us)
             return
         self.requests += 1
         if rec.error_kind is not None:

@@ -74,6 +74,39 @@ TTFT = LatencyMetric(
     compare=(50, 95, 99),
     export="ttft",
 )
+# Reasoning models (docs/workloads/reasoning.md): the first output token after any reasoning
+# (TTFT without reasoning), and the reasoning's own time (only requests that reasoned have one).
+TTFO = LatencyMetric(
+    "ttfo",
+    "TTFO",
+    "Time to first output token, after any reasoning",
+    value_us=attrgetter("ttfo_us"),
+    early_stop=True,
+    in_intervals=True,
+    prometheus="time_to_first_output_token_seconds",
+    table=(95,),
+    compare=(95,),
+)
+REASONING = LatencyMetric(
+    "reasoning",
+    "reasoning",
+    "Reasoning time: first reasoning token to the first output token (or the end)",
+    value_us=attrgetter("reasoning_us"),
+    early_stop=True,
+    prometheus="reasoning_time_seconds",
+    table=(50,),
+)
+# Tool calls (docs/workloads/tools.md): the first token event of a tool call (only requests that
+# called a tool have one).
+TTFTC = LatencyMetric(
+    "ttftc",
+    "TTFTC",
+    "Time to the first tool-call token",
+    value_us=attrgetter("ttftc_us"),
+    early_stop=True,
+    prometheus="time_to_first_tool_call_seconds",
+    table=(95,),
+)
 ITL = LatencyMetric(
     "itl",
     "ITL",
@@ -115,7 +148,7 @@ SEND_LAG = LatencyMetric(
     value_us=attrgetter("send_lag_us"),
 )
 
-LATENCY: tuple[LatencyMetric, ...] = (TTFT, ITL, TPOT, E2E, SEND_LAG)
+LATENCY: tuple[LatencyMetric, ...] = (TTFT, TTFO, REASONING, TTFTC, ITL, TPOT, E2E, SEND_LAG)
 BY_NAME: dict[str, LatencyMetric] = {m.name: m for m in LATENCY}  # the lookup by name
 # The metric `slogate compare` ratios runs on and `slogate capacity` plots against the offered rate.
 HEADLINE = TTFT

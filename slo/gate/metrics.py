@@ -27,6 +27,12 @@ from slogate.slo.gate.latency_metrics import (
 )
 from slogate.slo.gate.record import ALL, ErrorKind, RequestRecord
 
+# The reports' sentence under a table with a `cancelled` column (Markdown, HTML).
+CANCELLED_NOTE = (
+    "Cancelled: requests whose client hung up mid-stream on purpose (--cancel-fraction); not failures: their "
+    "TTFT counts where a first token had come, their E2E, ITL and TPOT do not."
+)
+
 
 class ClassMetrics:
     """Everything recorded for one request class or tag (e.g. `shared`, `follow_up`)."""
@@ -45,9 +51,13 @@ class ClassMetrics:
         # Their TTFT values apart as well (made at the first): goodput leaves them out, and its
         # ceiling (slo/gate/goodput_kind.py) must take exactly them out of the TTFT histogram.
         self.unfinished_ttft: LatencyHistogram | None = None
+        # --cancel-fraction: hung up by the client on purpose, not failures; their TTFT counts (a first
+        # token had come), their E2E, ITL and TPOT do not (the client cut the answer)
+        self.cancelled = 0
         self.errors_by_kind: Counter[str] = Counter()
         self.prompt_tokens = 0
         self.output_tokens = 0
+        self.reasoning_tokens = 0  # of the output tokens, those of reasoning (slo/gate/record.py)
         self.cached_tokens = 0
         self.cached_reported = 0  # successes whose usage reported cached prompt tokens
         self.good = 0  # successes that met every per-request latency target (goodput; see MetricsStore)
@@ -72,6 +82,11 @@ class ClassMetrics:
                         self.unfinished_ttft = LatencyHistogram()
                     self.unfinished_ttft.record_us(waited_us)
             return
+        if rec.error_kind == ErrorKind.CANCELLED:
+            self.cancelled += 1
+            if rec.ttft_us is not None:
+                self.latency[TTFT.name].record_us(rec.ttft_us)
+            return
         self.requests += 1
         end = rec.started_at + rec.e2e_us / 1e6
         if self.first_start is None or rec.started_at < self.first_start:
@@ -91,6 +106,7 @@ class ClassMetrics:
             batch.record_into(lat[name])
         self.prompt_tokens += rec.prompt_tokens or 0
         self.output_tokens += rec.completion_tokens or 0
+        self.reasoning_tokens += rec.reasoning_tokens
         if rec.cached_tokens is not None:
             self.cached_tokens += rec.cached_tokens
             self.cached_reported += 1
@@ -135,6 +151,7 @@ class ClassMetrics:
         self.dropped += other.dropped
         self.unfinished += other.unfinished
         self.unfinished_waiting += other.unfinished_waiting
+        self.cancelled += other.cancelled
         if other.unfinished_ttft is not None:
             if self.unfinished_ttft is None:
                 self.unfinished_ttft = LatencyHistogram()
@@ -142,6 +159,7 @@ class ClassMetrics:
         self.errors_by_kind.update(other.errors_by_kind)
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
+        self.reasoning_tokens += other.reasoning_tokens
         self.cached_tokens += other.cached_tokens
         self.cached_reported += other.cached_reported
         self.good += other.good
@@ -162,9 +180,11 @@ class ClassMetrics:
             "dropped": self.dropped,
             "unfinished": self.unfinished,
             "unfinished_waiting": self.unfinished_waiting,
+            **({"cancelled": self.cancelled} if self.cancelled else {}),  # added later: absent when 0, as before
             "errors_by_kind": dict(self.errors_by_kind),
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
+            **({"reasoning_tokens": self.reasoning_tokens} if self.reasoning_tokens else {}),  # as reports before it
             "cached_tokens": self.cached_tokens,
             "cached_reported": self.cached_reported,
             "good": self.good,
@@ -182,11 +202,13 @@ class ClassMetrics:
         m.dropped = data.get("dropped", 0)
         m.unfinished = data.get("unfinished", 0)
         m.unfinished_waiting = data.get("unfinished_waiting", 0)
+        m.cancelled = data.get("cancelled", 0)
         if "unfinished_ttft" in data:
             m.unfinished_ttft = LatencyHistogram.decode(data["unfinished_ttft"])
         m.errors_by_kind = Counter(data.get("errors_by_kind", {}))
         m.prompt_tokens = data.get("prompt_tokens", 0)
         m.output_tokens = data.get("output_tokens", 0)
+        m.reasoning_tokens = data.get("reasoning_tokens", 0)
         m.cached_tokens = data.get("cached_tokens", 0)
         m.cached_reported = data.get("cached_reported", 0)
         m.good = data.get("good", 0)
@@ -205,14 +227,17 @@ class ClassMetrics:
             dropped=self.dropped,
             unfinished=self.unfinished,
             unfinished_waiting=self.unfinished_waiting,
+            cancelled=self.cancelled,
             error_rate=None if rate is None else round(rate, 6),
             errors_by_kind=dict(sorted(self.errors_by_kind.items())),
             prompt_tokens=self.prompt_tokens,
             output_tokens=self.output_tokens,
+            reasoning_tokens=self.reasoning_tokens,
             cached_tokens=self.cached_tokens,
             prompt_cache_hit_rate=None if hit_rate is None else round(hit_rate, 4),
             mean_prompt_tokens=round(self.prompt_tokens / self.successes, 1) if self.successes else None,
             mean_output_tokens=round(self.output_tokens / self.successes, 1) if self.successes else None,
+            mean_reasoning_tokens=round(self.reasoning_tokens / self.successes, 1) if self.successes else None,
             output_tokens_per_s=None if tps is None else round(tps, 3),
             requests_per_s=None if rps is None else round(rps, 3),
             duration_s=None if self.duration_s is None else round(self.duration_s, 3),

@@ -20,6 +20,14 @@ PREFIX_HIT, PREFIX_MISS = "prefix_hit", "prefix_miss"
 REQUEST_CLASSES = (*PREFIX_CLASSES, PREFIX_HIT, PREFIX_MISS)
 
 
+IMAGES_TAG = "images_{}"  # a request whose messages carry this many image parts (--images, datasets)
+
+
+def images_tag(n: int) -> str:
+    """The tag of a request with `n` image parts."""
+    return IMAGES_TAG.format(n)
+
+
 def turn_tag(turn: int) -> str:
     """The tag of a conversation's turn `turn` (1-based)."""
     return f"turn_{turn}" if turn <= TURN_TAGS_UP_TO else f"turn_{TURN_TAGS_UP_TO + 1}+"
@@ -44,9 +52,14 @@ def file_class(value: object) -> str | None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"'class' must be a non-empty string, got {value!r}")
-    if value in (ALL, *REQUEST_CLASSES) or is_conversation_tag(value):
+    if value in (ALL, *REQUEST_CLASSES) or is_conversation_tag(value) or _is_images_tag(value):
         raise ValueError(f"'class' {value!r} is a name slogate gives requests itself; choose another")
     return value
+
+
+def _is_images_tag(name: str) -> bool:
+    prefix = IMAGES_TAG.format("")
+    return name.startswith(prefix) and name[len(prefix) :].isdigit()
 
 
 def conversation_tag_names(max_turns: int) -> list[str]:
@@ -71,6 +84,11 @@ class ErrorKind(StrEnum):
     PROTOCOL = "protocol"  # unparseable event, a line over 1 MiB, a 200 that is not an event stream
     DROPPED = "dropped"  # open loop: not sent, every in-flight slot was busy at its scheduled time
     UNFINISHED = "unfinished"  # still in flight when the run stopped (past --stop-timeout)
+    # --cancel-fraction: the client hung up mid-stream on purpose (a user pressing stop); not a
+    # failure: counted apart, its TTFT kept (slo/gate/metrics.py)
+    CANCELLED = "cancelled"
+    # --tools / --response-format: the final tool-call arguments or answer are not JSON of the schema
+    INVALID_OUTPUT = "invalid_output"
 
 
 def http_error_kind(status: int) -> ErrorKind:
@@ -99,6 +117,15 @@ class RequestRecord:
     error_message: str | None = None
     send_lag_us: int | None = None  # open loop: actual send time minus scheduled send time
     tags: tuple[str, ...] = ()  # the request's other tags (conversation turns), each counted on its own
+    # Reasoning (docs/workloads/reasoning.md): the first output (answer or tool call) token after
+    # any reasoning (== ttft_us without reasoning; None: none came); from the first reasoning token
+    # to the first output token, or to the end (None: no reasoning); the reasoning tokens (usage's
+    # `completion_tokens_details.reasoning_tokens`, or the reasoning token events where more).
+    ttfo_us: int | None = None
+    reasoning_us: int | None = None
+    reasoning_tokens: int = 0
+    # --tools (docs/workloads/tools.md): the first tool-call token event (None: no tool call came)
+    ttftc_us: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from slogate.slo.gate import lora_figures
 from slogate.slo.gate.engines import ENGINES, UNKNOWN, VLLM, Engine, detect
 from slogate.slo.gate.facts import from_utc_iso, utc_iso
 
@@ -51,6 +52,9 @@ def parse(text: str) -> dict[str, float]:
     """Sample name (with `le` for histogram buckets) -> value, summed over the other labels."""
     out: dict[str, float] = defaultdict(float)
     for family in text_string_to_metric_families(text):
+        if family.name == lora_figures.LORA_INFO:  # its figures are in its labels
+            out.update(lora_figures.read(family.samples))
+            continue
         for s in family.samples:
             key = f"{s.name}|{s.labels['le']}" if "le" in s.labels else s.name
             out[key] += s.value
@@ -109,6 +113,10 @@ class ServerFigures:
     client_server_ttft_gap_ms: float | None = None  # the judge's: client TTFT mean - server TTFT mean
     restarts: tuple[str, ...] = ()  # UTC (ISO, whole s): the first scrape that answered after each restart
     engine: str = VLLM.name  # whose names were read (`Engine.name`); reports older than the others are vLLM's
+    # --cancel-fraction: whether the server let go of the requests after the load stopped, `{"running_zero_after_s":
+    # s}` or `{"still_running": n, "waited_s": s}` (slo/plugin/cancel_drain.py); None: not checked
+    after_stop: dict[str, float] | None = None
+    lora: lora_figures.LoraFigures | None = None  # vLLM's LoRA figures; None: a server without LoRA
 
     def to_json(self) -> dict[str, Any]:
         if not self.available:
@@ -131,17 +139,22 @@ class ServerFigures:
             out["restarts"] = list(self.restarts)
         if self.engine != VLLM.name:  # likewise: a vLLM report reads as it always has
             out["engine"] = self.engine
+        if self.after_stop is not None:
+            out["after_stop"] = self.after_stop
+        if self.lora is not None:
+            out["lora"] = self.lora.to_json()
         return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ServerFigures:
-        known = {f.name for f in fields(cls)} - {"server_ttft", "available", "restarts"}
+        known = {f.name for f in fields(cls)} - {"server_ttft", "available", "restarts", "lora"}
         ttft = d.get("server_ttft_ms")
         return cls(
             bool(d.get("available")),
             **{k: v for k, v in d.items() if k in known},
             server_ttft=ServerTtft(**{k: v for k, v in ttft.items() if k in ServerTtft.__slots__}) if ttft else None,
             restarts=tuple(d.get("restarts") or ()),
+            lora=lora_figures.LoraFigures.from_json(d["lora"]) if d.get("lora") else None,
         )
 
     def restart_note(self, started_at: str | None) -> str | None:
@@ -159,6 +172,23 @@ class ServerFigures:
         return (
             f"The server restarted{times} during the run ({'; '.join(when)}): "
             "its /metrics counters are summed over the segments."
+        )
+
+    def after_stop_note(self) -> str | None:
+        """The report's sentence on whether the server let go of the requests of clients that had
+        hung up (`after_stop`; None where not checked): a server still generating for them is a
+        note, not a breach (its capacity goes to answers nobody reads)."""
+        after = self.after_stop
+        if after is None:
+            return None
+        if "still_running" in after:
+            return (
+                f"The server was still running {after['still_running']:g} requests {after['waited_s']:g} s after the "
+                "load stopped: it keeps generating for clients that hung up."
+            )
+        return (
+            f"The server's running requests were back to 0 {after['running_zero_after_s']:g} s after the load "
+            "stopped: it let go of the clients that had hung up."
         )
 
 
@@ -181,6 +211,8 @@ class ServerMetrics:
     totals: dict[str, float] = field(default_factory=dict)  # each counter's increase since the first scrape
     baseline: dict[str, float] = field(default_factory=dict)  # `totals` when the run's counting began
     restart_times: list[float] = field(default_factory=list)  # Unix times of the scrapes that found a restart
+    after_stop: dict[str, float] | None = None  # `ServerFigures.after_stop`
+    lora: lora_figures.LoraSamples = field(default_factory=lora_figures.LoraSamples)
     process_start: float | None = None  # the server's `process_start_time_seconds`, where it has one
     engine: Engine = UNKNOWN  # whose names the scrapes hold: the first scrape that holds any decides
 
@@ -189,6 +221,7 @@ class ServerMetrics:
         self._detect(sample)
         self._count(sample, at)
         self.scrapes += 1
+        self.lora.add(sample)
         engine = self.engine
         read = {name: sample.get(engine.gauges.get(name, "")) for name in GAUGES}
         for name, value in read.items():
@@ -282,6 +315,8 @@ class ServerMetrics:
         self.restart_times.clear()
         self.scrapes = 1
         self.gauge_samples.clear()
+        self.lora = lora_figures.LoraSamples()
+        self.lora.add(sample)  # the adapters that ran before it are not the run's
 
     def _delta(self, name: str | None) -> float | None:
         """`name`'s increase over the run, summed over restarts; None when the server has no such
@@ -337,6 +372,8 @@ class ServerMetrics:
             series=self.series(),
             restarts=tuple(utc_iso(at) or "" for at in self.restart_times),
             engine=engine.name,
+            after_stop=self.after_stop,
+            lora=self.lora.summary(),
         )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from slogate.slo.gate.engines import title
 from slogate.slo.gate.latency_metrics import HEADLINE, IN_INTERVALS, TABLE_COLUMNS
+from slogate.slo.gate.metrics import CANCELLED_NOTE
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report, RunInfo, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.gate.self_check import summary as self_check_summary
@@ -111,11 +112,13 @@ def _metrics_table(report: Report) -> str:
     if not metrics:
         return '<p class="muted">No requests were measured.</p>'
     rows = []
+    cancels = any(m.get("cancelled") for m in metrics.values())  # the column only in a run that cancelled
     for cls, m in metrics.items():
         latency = "".join(f"<td class=num>{num(m[f'{metric.name}_ms'][f'p{p}'])}</td>" for metric, p in TABLE_COLUMNS)
+        cancelled = f"<td class=num>{num(m['cancelled'])}</td>" if cancels else ""
         rows.append(
             f"<tr><td>{e(cls)}</td><td class=num>{num(m['requests'])}</td><td class=num>{num(m['failures'])}</td>"
-            f"{latency}<td class=num>{num(m['output_tokens_per_s'])}</td>"
+            f"{cancelled}{latency}<td class=num>{num(m['output_tokens_per_s'])}</td>"
             f"<td class=num>{num(m['requests_per_s'], 2)}</td>"
             f"<td class=num>{num(m['mean_prompt_tokens'])}</td>"
             f"<td class=num>{percent(m['prompt_cache_hit_rate'])}</td></tr>"
@@ -125,8 +128,11 @@ def _metrics_table(report: Report) -> str:
     foot = ""
     if errors:
         foot = "<p>Failures by kind: " + ", ".join(f"{e(k)} {v:,}" for k, v in errors.items()) + ".</p>"
+    if cancels:
+        foot += f"<p>{e(CANCELLED_NOTE)}</p>"
     return (
         "<table><thead><tr><th>class</th><th>requests</th><th>failed</th>"
+        + ("<th>cancelled</th>" if cancels else "")
         + "".join(f"<th>{e(metric.title)} p{p}</th>" for metric, p in TABLE_COLUMNS)
         + "<th>out tok/s</th><th>req/s</th><th>prompt tok</th><th>cached</th></tr></thead><tbody>"
         + "".join(rows)
@@ -256,8 +262,15 @@ def _server_facts(report: Report) -> str:
         ("server TTFT mean / p50 / p95 (ms)", f"{num(ttft.mean)} / {num(ttft.p50)} / {num(ttft.p95)}"),
         ("client-server TTFT gap (ms)", server.client_server_ttft_gap_ms),
     ]
+    if server.lora is not None:
+        items.append(("LoRA", server.lora.describe()))
     restarted = server.restart_note(report.run.started_at)
-    return (f'<p class="restarted">{e(restarted)}</p>' if restarted else "") + _kv_table(items)
+    after_stop = server.after_stop_note()
+    return (
+        (f'<p class="restarted">{e(restarted)}</p>' if restarted else "")
+        + (f"<p>{e(after_stop)}</p>" if after_stop else "")
+        + _kv_table(items)
+    )
 
 
 def chart(kind: str, run: int, title: str, **attrs: str) -> str:

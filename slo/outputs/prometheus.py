@@ -12,7 +12,7 @@ request, the tags overlap the classes, so never sum over `class`)
   rank: the buckets never pass a target the gate fails. `_sum` counts each sample at the middle of
   its range, so `_sum / _count` is the report's mean. TTFT includes the requests in flight at the
   stop with the time they had waited, as the report's TTFT does.
-- requests that ended, failures by kind, unfinished and dropped requests, tokens, as counters;
+- requests that ended, failures by kind, unfinished, dropped and cancelled requests, tokens, as counters;
 - each objective's observed value (latency in seconds), target and state, and the verdict.
 The values are cumulative over the current run: a new run (or "Reset stats") starts them again,
 which Prometheus treats as a counter reset. No secret can appear: the exposition names only
@@ -45,14 +45,26 @@ BUCKETS_S: tuple[float, ...] = (
     15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
 )  # fmt: skip
 # Failure kinds, every one exposed (0 until it happens) so that rate() sees each series start.
-FAILURE_KINDS = tuple(str(k) for k in ErrorKind if k not in (ErrorKind.DROPPED, ErrorKind.UNFINISHED))
+FAILURE_KINDS = tuple(
+    str(k) for k in ErrorKind if k not in (ErrorKind.DROPPED, ErrorKind.UNFINISHED, ErrorKind.CANCELLED)
+)
 _COUNTERS: tuple[tuple[str, str, Callable[[ClassMetrics], int]], ...] = (
     ("requests", "Requests that ended, successes and failures (not dropped, not unfinished)", lambda m: m.requests),
     ("unfinished", "Requests in flight when the run stopped (not failures)", lambda m: m.unfinished),
     ("dropped", "Open loop: requests scheduled but never sent, every slot busy", lambda m: m.dropped),
+    (
+        "cancelled",
+        "Requests whose client hung up mid-stream on purpose (--cancel-fraction; not failures)",
+        lambda m: m.cancelled,
+    ),
     ("good_requests", "Successes that met every per-request goodput limit", lambda m: m.good),
     ("prompt_tokens", "Prompt tokens of the successes, as the server's usage reported them", lambda m: m.prompt_tokens),
     ("output_tokens", "Output tokens of the successes, as the server's usage reported them", lambda m: m.output_tokens),
+    (
+        "reasoning_tokens",
+        "Reasoning tokens of the successes (usage's, or the reasoning token events where more)",
+        lambda m: m.reasoning_tokens,
+    ),
 )
 
 

@@ -16,6 +16,7 @@ from xml.etree import ElementTree as ET
 
 from slogate.slo.gate.engines import title
 from slogate.slo.gate.latency_metrics import TABLE_COLUMNS
+from slogate.slo.gate.metrics import CANCELLED_NOTE
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import JSON_NAME, Report, describe_targets, goodput_summary, trace_cache_comparison
 from slogate.slo.gate.verdict import Outcome
@@ -107,12 +108,14 @@ def render_markdown(report: Report) -> str:
             )
     metrics = report.metrics_summary()
     if metrics:
-        header = ["class", "requests", "failed", *(f"{metric.title} p{p}" for metric, p in TABLE_COLUMNS), "out tok/s"]
-        header += ["prompt tok", "cached"]
+        cancels = any(m.get("cancelled") for m in metrics.values())  # the column only in a run that cancelled
+        header = ["class", "requests", "failed", *(["cancelled"] if cancels else [])]
+        header += [*(f"{metric.title} p{p}" for metric, p in TABLE_COLUMNS), "out tok/s", "prompt tok", "cached"]
         lines += ["", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         for name, m in metrics.items():
             latency = [fmt(m[f"{metric.name}_ms"][f"p{p}"]) for metric, p in TABLE_COLUMNS]
-            cells = [name, str(m["requests"]), str(m["failures"]), *latency, fmt(m["output_tokens_per_s"])]
+            cells = [name, str(m["requests"]), str(m["failures"]), *([str(m["cancelled"])] if cancels else [])]
+            cells += [*latency, fmt(m["output_tokens_per_s"])]
             cells += [fmt(m["mean_prompt_tokens"]), percent(m["prompt_cache_hit_rate"])]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
@@ -136,6 +139,8 @@ def render_markdown(report: Report) -> str:
                 f"Unfinished (in flight when the run stopped; not failures): {total['unfinished']}; {still} "
                 "(a lower bound)."
             )
+        if total.get("cancelled"):
+            lines.append(CANCELLED_NOTE)
     lines += _goodput_markdown(report)
     server = report.server
     if server is not None and server.available:
@@ -148,9 +153,14 @@ def render_markdown(report: Report) -> str:
             f"client-server gap {fmt(server.client_server_ttft_gap_ms)} ms",
         ]
         lines.append(f"Server ({title(server.engine)} /metrics, {server.scrapes} scrapes): " + ", ".join(figures) + ".")
+        if server.lora is not None:
+            lines.append(f"LoRA: {server.lora.describe()}.")
         restarted = server.restart_note(run.started_at)
         if restarted:
             lines.append(restarted)
+        after_stop = server.after_stop_note()
+        if after_stop:
+            lines.append(after_stop)
     elif server is not None:
         lines.append(f"Server figures unavailable: {server.error}.")
     trace = trace_cache_comparison(run, server)
@@ -183,6 +193,11 @@ def render_junit(report: Report) -> str:
         errors=str(0 if slos else 1),
         skipped=str(sum(r.result == Outcome.INSUFFICIENT for r in slos)),
     )
+    cancelled = {name: m["cancelled"] for name, m in report.metrics_summary().items() if m.get("cancelled")}
+    if cancelled:  # --cancel-fraction: requests the client hung up on purpose, per class
+        properties = ET.SubElement(suite, "properties")
+        for name, count in cancelled.items():
+            ET.SubElement(properties, "property", name=f"cancelled.{name}", value=str(count))
     if not slos:
         case = ET.SubElement(suite, "testcase", classname="slogate", name="run")
         ET.SubElement(case, "error", message="; ".join(report.reasons or ["no SLO evaluated"]))

@@ -14,6 +14,7 @@ from locust import events
 from slogate.slo.outputs.publish import publish, write_failed
 from slogate.slo.outputs.render import headline
 from slogate.slo.plugin import settings, target, web_ui
+from slogate.slo.plugin.cancel_drain import wait_for_let_go
 from slogate.slo.plugin.control import (
     BAD_CONFIG,
     abort_run,
@@ -121,6 +122,7 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
     run = gate.run
     run.end()
+    wait_for_let_go(gate)  # --cancel-fraction: the server's running requests back to 0?
     run.stop_scraper()
     run.loop_monitor.stop()
     run.stop_watchers()

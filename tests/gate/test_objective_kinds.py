@@ -7,6 +7,7 @@ import pytest
 from slogate.slo.gate.early_stop import AT_END, look, waits_for
 from slogate.slo.gate.evaluate import evaluate
 from slogate.slo.gate.facts import ObjectiveLook
+from slogate.slo.gate.failure_share import FailureShare
 from slogate.slo.gate.goodput_kind import Goodput
 from slogate.slo.gate.intervals import INTERVAL_METRICS
 from slogate.slo.gate.metrics import LATENCY_METRICS, MetricsStore
@@ -22,11 +23,15 @@ from slogate.slo.gate.window import first_breach, windowed_objectives
 
 ONE_OF_EACH = [
     {"metric": "ttft", "percentile": 95, "max_ms": 200},
+    {"metric": "ttfo", "percentile": 95, "max_ms": 900},
+    {"metric": "reasoning", "percentile": 50, "max_ms": 900},
+    {"metric": "ttftc", "percentile": 95, "max_ms": 900},
     {"metric": "itl", "percentile": 99, "max_ms": 50},
     {"metric": "tpot", "percentile": 90, "max_ms": 40},
     {"metric": "e2e", "percentile": 99, "max_ms": 900},
     {"metric": "send_lag", "percentile": 99, "max_ms": 10},
     {"metric": "error_rate", "max": 0.01},
+    {"metric": "invalid_output", "max": 0.01},
     {"metric": "output_tokens_per_s", "min": 5},
     {"metric": "requests_per_s", "min": 1},
     {"metric": "goodput", "min": 0.9, "ttft_ms": 200},
@@ -36,6 +41,7 @@ ONE_OF_EACH = [
     {"metric": "num_requests_running", "max": 30},
     {"metric": "preemptions", "max": 0},
 ]
+ONE = {o["metric"]: o for o in ONE_OF_EACH}
 
 
 def store(n: int = 50, ttft_ms: int = 100, failures: int = 0) -> MetricsStore:
@@ -52,7 +58,8 @@ def test_every_metric_an_slo_can_name_has_one_kind_and_every_latency_metric_is_a
     assert all(isinstance(KINDS[m], LatencyPercentile) for m in LATENCY_METRICS)
     kinds = {m: type(k) for m, k in KINDS.items() if m not in LATENCY_METRICS}
     assert kinds == {
-        "error_rate": Proportion, "output_tokens_per_s": Rate, "requests_per_s": Rate, "goodput": Goodput,
+        "error_rate": Proportion, "invalid_output": FailureShare,
+        "output_tokens_per_s": Rate, "requests_per_s": Rate, "goodput": Goodput,
         **dict.fromkeys(("prefix_cache_hit_rate", "kv_cache_usage", "num_requests_waiting"), ServerFigure),
         **dict.fromkeys(("num_requests_running", "preemptions"), ServerFigure),
     }  # fmt: skip
@@ -63,9 +70,10 @@ def test_every_metric_an_slo_can_name_has_one_kind_and_every_latency_metric_is_a
 def test_each_kind_says_how_its_values_read_and_what_it_decides_early_or_windows() -> None:
     objectives = parse_spec({"slos": ONE_OF_EACH}).objectives
     early = {o.metric for o in objectives if o.kind.decidable_early(o)}
-    assert early == {"ttft", "tpot", "e2e", "error_rate", "requests_per_s", "goodput"}
+    early_kinds = {"error_rate", "invalid_output", "requests_per_s", "goodput"}
+    assert early == {"ttft", "ttfo", "reasoning", "ttftc", "tpot", "e2e", *early_kinds}
     assert {o.metric for o in objectives if o.kind.windowable(o)} == set(INTERVAL_METRICS)
-    ttft, errors = objectives[0], objectives[5]
+    ttft, errors = objectives[0], parse_spec({"slos": [ONE["error_rate"]]}).objectives[0]
     assert (ttft.kind.unit, ttft.kind.si_scale, ttft.kind.max_key, ttft.kind.format_value(1234.56)) == (
         "ms", 1 / 1000, "max_ms", "1,234.6 ms",
     )  # fmt: skip
@@ -79,11 +87,10 @@ def test_each_kind_says_how_its_values_read_and_what_it_decides_early_or_windows
 
 
 def test_the_kinds_wording_is_the_reports() -> None:
-    objectives = parse_spec({"slos": ONE_OF_EACH}).objectives
-    assert [o.describe() for o in objectives[:9:4]] == ["p95 ttft[all] <= 200 ms", "p99 send_lag[all] <= 10 ms", (
-        "goodput[all] >= 0.9 (ttft <= 200 ms)"
-    )]  # fmt: skip
-    assert objectives[5].describe() == "error_rate[all] <= 0.01"
+    objectives = {o.metric: o for o in parse_spec({"slos": ONE_OF_EACH}).objectives}
+    assert [objectives[m].describe() for m in ("ttft", "send_lag", "goodput")] == ["p95 ttft[all] <= 200 ms", (
+        "p99 send_lag[all] <= 10 ms"), "goodput[all] >= 0.9 (ttft <= 200 ms)"]  # fmt: skip
+    assert objectives["error_rate"].describe() == "error_rate[all] <= 0.01"
     both = parse_spec({"slos": [{"metric": "requests_per_s", "min": 1, "max": 9, "class": "shared"}]}).objectives[0]
     assert both.describe() == "requests_per_s[shared] >= 1 and <= 9"
 
@@ -100,7 +107,7 @@ def test_the_kind_reads_its_value_from_the_measurements_or_the_server() -> None:
 
 
 def test_server_figures_ignore_min_samples_and_latency_counts_it() -> None:
-    spec = parse_spec({"slos": [ONE_OF_EACH[0], ONE_OF_EACH[10]], "min_samples": 100})
+    spec = parse_spec({"slos": [ONE["ttft"], ONE["kv_cache_usage"]], "min_samples": 100})
     server = ServerFigures(available=True, scrapes=2, kv_cache_usage_max=0.5)
     ev = evaluate(spec, store(n=40), server=server)
     assert [r.result for r in ev.results] == [Outcome.INSUFFICIENT, Outcome.PASS]
@@ -154,7 +161,7 @@ def test_a_kind_added_to_the_registry_is_parsed_judged_decided_and_reported_with
 
 
 def test_what_only_the_end_judges_looks_at_end_and_keeps_the_run() -> None:
-    spec = parse_spec({"slos": [ONE_OF_EACH[1], ONE_OF_EACH[6], ONE_OF_EACH[11]]})
+    spec = parse_spec({"slos": [ONE["itl"], ONE["output_tokens_per_s"], ONE["num_requests_waiting"]]})
     assert [lk.state for lk in look(spec, store(), 0.99)] == [AT_END] * 3
     assert waits_for(spec, (), False) == [o.name for o in spec.objectives]
 
@@ -178,8 +185,8 @@ def test_the_window_judges_what_the_kind_windows_by_the_kinds_bound() -> None:
         ({"metric": "kv_cache_usage", "max": 0.9, "class": "shared"}, "'kv_cache_usage' is server-wide; leave"),
         ({"metric": "error_rate"}, "field 'max' or 'min': one is required for metric 'error_rate'"),
         (
-            {"metric": "ttfo", "max_ms": 1},
-            "field 'metric': 'ttfo' is not one of ttft, itl, tpot, e2e, send_lag, error_",
+            {"metric": "ttfx", "max_ms": 1},
+            "field 'metric': 'ttfx' is not one of ttft, ttfo, reasoning, ttftc, itl, tpot, e2e, send_lag, error_",
         ),
         ({"metric": ["ttft"]}, "field 'metric': ['ttft'] is not one of ttft"),
     ],
@@ -192,7 +199,7 @@ def test_the_common_checks_and_each_kinds_own_keep_their_messages(entry: dict[st
 
 
 def test_a_saved_objective_on_a_metric_this_version_does_not_know_reads_as_a_plain_figure() -> None:
-    saved = {"name": "t", "metric": "ttfo", "target": {"max_ms": 5}, "observed": 3.0, "samples": 9, "result": "pass"}
+    saved = {"name": "t", "metric": "ttfx", "target": {"max_ms": 5}, "observed": 3.0, "samples": 9, "result": "pass"}
     r = objective_from_json(saved)
-    assert r.objective.describe() == "ttfo[all] <= 5" and r.objective.kind.unit == ""
+    assert r.objective.describe() == "ttfx[all] <= 5" and r.objective.kind.unit == ""
     assert objective_json(r)["target"] == {"max": 5}

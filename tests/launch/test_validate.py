@@ -95,7 +95,7 @@ def test_builtin_profiles_have_none_of_the_seed_mistakes() -> None:
         check_known_mistakes(load_profile(str(path)))
 
 
-BUILTIN = ("cpu-demo", "cpu-demo-baseline", "cpu-tiny", "baseline", "tuned", "tuned-awq")
+BUILTIN = ("cpu-demo", "cpu-demo-baseline", "cpu-tiny", "cpu-vision", "baseline", "tuned", "tuned-awq")
 REJECTED = [
     (
         {"enable-prefix-cache": True},

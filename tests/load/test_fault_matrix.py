@@ -44,7 +44,10 @@ TOKENS = 5
 
 def test_every_fault_kind_is_named_and_expected() -> None:
     assert set(EXPECTED_KIND) == set(fault.MIX_ALL)
-    server_made = {k for k in ErrorKind if k not in (ErrorKind.DROPPED, ErrorKind.UNFINISHED)}
+    # Made by the client: dropped and unfinished (open loop, the stop), cancelled (--cancel-fraction),
+    # invalid_output (its check of --tools / --response-format).
+    client_made = (ErrorKind.DROPPED, ErrorKind.UNFINISHED, ErrorKind.CANCELLED, ErrorKind.INVALID_OUTPUT)
+    server_made = {k for k in ErrorKind if k not in client_made}
     expected = {k for k in EXPECTED_KIND.values() if k} | set(SERVER_FAULTS.values())
     assert expected == server_made  # every kind a server can cause
 

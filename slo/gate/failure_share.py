@@ -1,0 +1,51 @@
+"""The objective kind `FailureShare`: the share of requests that failed as one `ErrorKind`, so that an
+SLO file can gate on one failure kind apart from the error rate, e.g. `invalid_output` (tool calls or
+structured answers that do not match their schema: docs/workloads/tools.md):
+
+    - {name: valid-json, metric: invalid_output, max: 0.01}
+
+A fraction (`max` and/or `min` in 0..1) of the requests of its class, read from the per-kind failure
+counts every report has (`errors_by_kind`); a ceiling alone is decided early, as the error rate's is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from slogate.slo.gate import sequential
+from slogate.slo.gate.facts import ObjectiveLook
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.objective_kind import ObjectiveKind, both_sides
+from slogate.slo.gate.record import ErrorKind
+
+if TYPE_CHECKING:
+    from slogate.slo.gate.objective_kinds import Objective
+    from slogate.slo.gate.server_figures import ServerFigures
+
+
+class FailureShare(ObjectiveKind):
+    """The share of requests that failed as `failure` (the objective's `metric` names it)."""
+
+    fraction = True
+
+    def __init__(self, metric: str, failure: ErrorKind) -> None:
+        super().__init__(metric)
+        self.failure = str(failure)
+
+    def observe(self, o: Objective, metrics: MetricsStore, server: ServerFigures | None) -> tuple[float | None, int]:
+        cm = metrics.get(o.request_class)
+        return (cm.errors_by_kind.get(self.failure, 0) / cm.requests if cm.requests else None), cm.requests
+
+    def decidable_early(self, o: Objective) -> bool:
+        return o.max is not None and o.min is None
+
+    def look(
+        self, o: Objective, metrics: MetricsStore, pass_alpha: float, fail_alpha: float, client_delay_ms: float
+    ) -> ObjectiveLook:
+        cm = metrics.get(o.request_class)
+        events = cm.errors_by_kind.get(self.failure, 0)
+        state, lower, upper = both_sides(
+            lambda alpha: sequential.decide_proportion(events, cm.requests, o.max or 0.0, alpha),
+            pass_alpha, fail_alpha,
+        )  # fmt: skip
+        return ObjectiveLook(o.name, o.describe(), state, cm.requests, lower, upper, "")
