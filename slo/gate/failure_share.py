@@ -1,6 +1,7 @@
 """The objective kind `FailureShare`: the share of requests that failed as one `ErrorKind`, so that an
 SLO file can gate on one failure kind apart from the error rate, e.g. `invalid_output` (tool calls or
-structured answers that do not match their schema: docs/workloads/tools.md):
+structured answers that do not match their schema: docs/workloads/tools.md), and `CancelledShare`, the
+share of requests the client cancelled (`cancelled`: docs/workloads/cancellation.md):
 
     - {name: valid-json, metric: invalid_output, max: 0.01}
 
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from slogate.slo.gate import sequential
 from slogate.slo.gate.facts import ObjectiveLook
-from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.metrics import ClassMetrics, MetricsStore
 from slogate.slo.gate.objective_kind import ObjectiveKind, both_sides
 from slogate.slo.gate.record import ErrorKind
 
@@ -32,9 +33,13 @@ class FailureShare(ObjectiveKind):
         super().__init__(metric)
         self.failure = str(failure)
 
+    def counts(self, cm: ClassMetrics) -> tuple[int, int]:
+        """The requests of the kind and the requests it is a share of."""
+        return cm.errors_by_kind.get(self.failure, 0), cm.requests
+
     def observe(self, o: Objective, metrics: MetricsStore, server: ServerFigures | None) -> tuple[float | None, int]:
-        cm = metrics.get(o.request_class)
-        return (cm.errors_by_kind.get(self.failure, 0) / cm.requests if cm.requests else None), cm.requests
+        events, requests = self.counts(metrics.get(o.request_class))
+        return (events / requests if requests else None), requests
 
     def decidable_early(self, o: Objective) -> bool:
         return o.max is not None and o.min is None
@@ -42,10 +47,21 @@ class FailureShare(ObjectiveKind):
     def look(
         self, o: Objective, metrics: MetricsStore, pass_alpha: float, fail_alpha: float, client_delay_ms: float
     ) -> ObjectiveLook:
-        cm = metrics.get(o.request_class)
-        events = cm.errors_by_kind.get(self.failure, 0)
+        events, requests = self.counts(metrics.get(o.request_class))
         state, lower, upper = both_sides(
-            lambda alpha: sequential.decide_proportion(events, cm.requests, o.max or 0.0, alpha),
+            lambda alpha: sequential.decide_proportion(events, requests, o.max or 0.0, alpha),
             pass_alpha, fail_alpha,
         )  # fmt: skip
-        return ObjectiveLook(o.name, o.describe(), state, cm.requests, lower, upper, "")
+        return ObjectiveLook(o.name, o.describe(), state, requests, lower, upper, "")
+
+
+class CancelledShare(FailureShare):
+    """The share of requests whose client hung up on purpose (`cancelled`, --cancel-fraction): not
+    failures, counted apart from the requests that ended, so the share is of both together. A gate
+    on it checks the load it meant to send (`{metric: cancelled, min: 0.4, max: 0.6}`)."""
+
+    def __init__(self, metric: str) -> None:
+        ObjectiveKind.__init__(self, metric)
+
+    def counts(self, cm: ClassMetrics) -> tuple[int, int]:
+        return cm.cancelled, cm.requests + cm.cancelled

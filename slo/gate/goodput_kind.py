@@ -150,5 +150,7 @@ def goodput_ceiling(objective: Objective, metrics: MetricsStore, client_delay_ms
             over_limit -= int(counts_waited[waited > limit_ms + client_delay_ms].sum())
         elif metric == "ttft":  # a report saved before their values were kept apart: a bound
             over_limit = max(0, over_limit - cm.unfinished)
+        if metric == "ttft" and cm.cancelled:  # cancelled requests' TTFTs are there too: a bound
+            over_limit = max(0, over_limit - cm.cancelled)
         over = max(over, over_limit)
     return 1 - (cm.failures + over) / cm.requests

@@ -6,7 +6,8 @@
   series keeps it (`in_intervals`).
 - `Proportion` (error_rate): a fraction of the requests, `max` and/or `min` in 0..1.
 - `FailureShare` (slo/gate/failure_share.py: invalid_output): the share of requests that failed as
-  one ErrorKind, `max` and/or `min` in 0..1; a ceiling alone is decided early.
+  one ErrorKind, `max` and/or `min` in 0..1; a ceiling alone is decided early. `CancelledShare`
+  (cancelled): the share the client cancelled on purpose.
 - `Rate` (output_tokens_per_s, requests_per_s): per second over the run; a request rate floor is
   decided early (requests arrive one by one), tokens are not (they come in bursts of a request).
 - `Goodput` (slo/gate/goodput_kind.py): the fraction of requests that met every per-request limit.
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from slogate.slo.gate import sequential
 from slogate.slo.gate.engines import title
 from slogate.slo.gate.facts import ObjectiveLook
-from slogate.slo.gate.failure_share import FailureShare
+from slogate.slo.gate.failure_share import CancelledShare, FailureShare
 from slogate.slo.gate.goodput_kind import GOODPUT_LIMITS, Goodput
 from slogate.slo.gate.histogram import LatencyHistogram
 from slogate.slo.gate.latency_metrics import LATENCY
@@ -234,6 +235,7 @@ KINDS: dict[str, ObjectiveKind] = {
         *(LatencyPercentile(m.name, per_request=m.early_stop, windowed=m.in_intervals) for m in LATENCY),
         Proportion("error_rate"),  # fraction of requests that failed
         FailureShare("invalid_output", ErrorKind.INVALID_OUTPUT),  # tool calls or answers that missed their schema
+        CancelledShare("cancelled"),  # requests whose client hung up on purpose (--cancel-fraction)
         Rate("output_tokens_per_s", one_at_a_time=False),  # completion tokens per second over the run
         Rate("requests_per_s", one_at_a_time=True),  # successful requests per second over the run
         Goodput("goodput"),

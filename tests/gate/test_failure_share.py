@@ -1,23 +1,15 @@
-"""`FailureShare` (slo/gate/failure_share.py): an SLO on one failure kind's share, `invalid_output`."""
+"""`FailureShare` (slo/gate/failure_share.py): an SLO on one failure kind's share, `invalid_output`, and
+`CancelledShare`: on the share the client cancelled, `cancelled`."""
 
 import pytest
 from slogate.slo.gate.early_stop import look
 from slogate.slo.gate.evaluate import evaluate
-from slogate.slo.gate.failure_share import FailureShare
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.objective_kind import SloSpecError
-from slogate.slo.gate.objective_kinds import KINDS
 from slogate.slo.gate.record import ErrorKind, RequestRecord
 from slogate.slo.gate.report import objective_json
 from slogate.slo.gate.spec import parse_spec
 from slogate.slo.gate.verdict import Verdict
-
-
-@pytest.fixture
-def registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As slo/gate/objective_kinds.py registers it (`KINDS`)."""
-    if not isinstance(KINDS.get("invalid_output"), FailureShare):
-        monkeypatch.setitem(KINDS, "invalid_output", FailureShare("invalid_output", ErrorKind.INVALID_OUTPUT))
 
 
 def store(every: int, n: int = 400) -> MetricsStore:
@@ -31,7 +23,7 @@ def store(every: int, n: int = 400) -> MetricsStore:
     return s
 
 
-def test_an_slo_on_invalid_output_counts_that_kind_alone(registered: None) -> None:
+def test_an_slo_on_invalid_output_counts_that_kind_alone() -> None:
     spec = parse_spec({"slos": [{"metric": "invalid_output", "max": 0.01}], "min_samples": 10})
     (o,) = spec.objectives
     assert (o.name, o.describe()) == ("invalid_output-all", "invalid_output[all] <= 0.01")
@@ -45,3 +37,18 @@ def test_an_slo_on_invalid_output_counts_that_kind_alone(registered: None) -> No
     assert evaluate(per_class, store(every=4)).results[0].observed == 0  # every invalid one was `unique`
     with pytest.raises(SloSpecError, match=r"field 'max': must be <= 1, got 2"):
         parse_spec({"slos": [{"metric": "invalid_output", "max": 2}]})
+
+
+def test_an_slo_on_cancelled_is_the_share_of_every_request_sent_and_decided_early() -> None:
+    s = MetricsStore()
+    for i in range(300):  # one in three hung up by the client after its first token
+        kind = ErrorKind.CANCELLED if i % 3 == 0 else None
+        s.add(RequestRecord("shared", 1000.0 + i / 10, e2e_us=1000, ttft_us=500, error_kind=kind))
+    spec = parse_spec({"slos": [{"metric": "cancelled", "min": 0.2, "max": 0.5}], "min_samples": 10})
+    result = evaluate(spec, s).results[0]
+    assert result.observed == pytest.approx(1 / 3) and result.result == "pass"  # 100 of 100 + 200
+    assert s.get("all").failures == 0  # not failures
+    ceiling = parse_spec({"slos": [{"metric": "cancelled", "max": 0.1}], "min_samples": 10})
+    (early,) = look(ceiling, s, 0.99)
+    assert early.state == "fail"  # a ceiling alone is decided early
+    assert evaluate(ceiling, s).status == Verdict.FAIL

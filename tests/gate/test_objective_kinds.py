@@ -7,7 +7,7 @@ import pytest
 from slogate.slo.gate.early_stop import AT_END, look, waits_for
 from slogate.slo.gate.evaluate import evaluate
 from slogate.slo.gate.facts import ObjectiveLook
-from slogate.slo.gate.failure_share import FailureShare
+from slogate.slo.gate.failure_share import CancelledShare, FailureShare
 from slogate.slo.gate.goodput_kind import Goodput
 from slogate.slo.gate.intervals import INTERVAL_METRICS
 from slogate.slo.gate.metrics import LATENCY_METRICS, MetricsStore
@@ -32,6 +32,7 @@ ONE_OF_EACH = [
     {"metric": "send_lag", "percentile": 99, "max_ms": 10},
     {"metric": "error_rate", "max": 0.01},
     {"metric": "invalid_output", "max": 0.01},
+    {"metric": "cancelled", "max": 0.6},
     {"metric": "output_tokens_per_s", "min": 5},
     {"metric": "requests_per_s", "min": 1},
     {"metric": "goodput", "min": 0.9, "ttft_ms": 200},
@@ -58,7 +59,7 @@ def test_every_metric_an_slo_can_name_has_one_kind_and_every_latency_metric_is_a
     assert all(isinstance(KINDS[m], LatencyPercentile) for m in LATENCY_METRICS)
     kinds = {m: type(k) for m, k in KINDS.items() if m not in LATENCY_METRICS}
     assert kinds == {
-        "error_rate": Proportion, "invalid_output": FailureShare,
+        "error_rate": Proportion, "invalid_output": FailureShare, "cancelled": CancelledShare,
         "output_tokens_per_s": Rate, "requests_per_s": Rate, "goodput": Goodput,
         **dict.fromkeys(("prefix_cache_hit_rate", "kv_cache_usage", "num_requests_waiting"), ServerFigure),
         **dict.fromkeys(("num_requests_running", "preemptions"), ServerFigure),
@@ -70,7 +71,7 @@ def test_every_metric_an_slo_can_name_has_one_kind_and_every_latency_metric_is_a
 def test_each_kind_says_how_its_values_read_and_what_it_decides_early_or_windows() -> None:
     objectives = parse_spec({"slos": ONE_OF_EACH}).objectives
     early = {o.metric for o in objectives if o.kind.decidable_early(o)}
-    early_kinds = {"error_rate", "invalid_output", "requests_per_s", "goodput"}
+    early_kinds = {"error_rate", "invalid_output", "cancelled", "requests_per_s", "goodput"}
     assert early == {"ttft", "ttfo", "reasoning", "ttftc", "tpot", "e2e", *early_kinds}
     assert {o.metric for o in objectives if o.kind.windowable(o)} == set(INTERVAL_METRICS)
     ttft, errors = objectives[0], parse_spec({"slos": [ONE["error_rate"]]}).objectives[0]
