@@ -58,75 +58,35 @@ PAGE_ADDITIONS = (
 )
 
 
+def _row(item: str, count: Any, target: str = "", state: str = "", **percentiles: Any) -> dict[str, Any]:
+    """One row of the tab's table (the percentile cells empty unless given)."""
+    return {"item": item, **{p: percentiles.get(p, "") for p in ("p50", "p90", "p95", "p99")},
+            "count": count, "target": target, "state": state}  # fmt: skip
+
+
 def rows(report: Report) -> list[dict[str, Any]]:
-    """The tab's table: per-tag latency percentiles and prompt tokens (mean, share reported cached),
-    each SLO, server figures, the verdict."""
+    """The tab's table: per-tag latency percentiles, prompt tokens (mean, share reported cached),
+    failures by kind and cancelled requests where there are any, each SLO, server figures, the verdict."""
     out: list[dict[str, Any]] = []
     for cls, m in report.metrics_summary().items():
         for key, label in _LATENCY_ROWS:
             s = m[f"{key}_ms"]
-            out.append(
-                {
-                    "item": f"{label} {cls}",
-                    **{p: s[p] for p in ("p50", "p90", "p95", "p99")},
-                    "count": s["count"],
-                    "target": "",
-                    "state": "",
-                }
-            )
-        out.append(
-            {
-                "item": f"prompt {cls}: mean {m['mean_prompt_tokens']} tokens, {percent(m['prompt_cache_hit_rate'])} "
-                "reported cached",
-                "p50": "",
-                "p90": "",
-                "p95": "",
-                "p99": "",
-                "count": m["requests"],
-                "target": "",
-                "state": "",
-            }
-        )
+            out.append(_row(f"{label} {cls}", s["count"], **{p: s[p] for p in ("p50", "p90", "p95", "p99")}))
+        prompt = f"mean {m['mean_prompt_tokens']} tokens, {percent(m['prompt_cache_hit_rate'])} reported cached"
+        out.append(_row(f"prompt {cls}: {prompt}", m["requests"]))
+        if m["failures"] or m.get("cancelled"):
+            kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(m["errors_by_kind"].items()))
+            outcome = f"failed {m['failures']}" + (f" ({kinds})" if kinds else "")
+            outcome += f", cancelled {m['cancelled']}" if m.get("cancelled") else ""
+            out.append(_row(f"requests {cls}: {outcome}", m["requests"]))
     for r in report.slos:
         o = r.objective
-        out.append(
-            {
-                "item": f"SLO {o.name}: {observed_text(r.observed, o.kind.unit)}",
-                "p50": "",
-                "p90": "",
-                "p95": "",
-                "p99": "",
-                "count": r.samples,
-                "target": o.describe(),
-                "state": str(r.result),
-            }
-        )
+        item = f"SLO {o.name}: {observed_text(r.observed, o.kind.unit)}"
+        out.append(_row(item, r.samples, o.describe(), str(r.result)))
     server = report.server
     if server is not None and server.available:
-        out.append(
-            {
-                "item": f"prefix cache hit rate (server): {server.prefix_cache_hit_rate}",
-                "p50": "",
-                "p90": "",
-                "p95": "",
-                "p99": "",
-                "count": server.scrapes,
-                "target": "",
-                "state": "",
-            }
-        )
-    out.append(
-        {
-            "item": "verdict",
-            "p50": "",
-            "p90": "",
-            "p95": "",
-            "p99": "",
-            "count": "",
-            "target": "; ".join(report.reasons),
-            "state": str(report.verdict),
-        }
-    )
+        out.append(_row(f"prefix cache hit rate (server): {server.prefix_cache_hit_rate}", server.scrapes))
+    out.append(_row("verdict", "", "; ".join(report.reasons), str(report.verdict)))
     return out
 
 

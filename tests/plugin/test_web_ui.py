@@ -18,6 +18,11 @@ from pathlib import Path
 
 import pytest
 from slogate.launch.server import free_port
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import ErrorKind, RequestRecord
+from slogate.slo.gate.report import RunInfo
+from slogate.slo.plugin import web_ui as tab
 
 from tests.conftest import LOCUSTFILE, ROOT
 
@@ -266,3 +271,13 @@ def chart_ink(driver) -> int:  # type: ignore[no-untyped-def]
         "      && Math.abs(d[i + 2] - 180) < 40) n++;"
         "} return n;"
     )
+
+
+def test_the_tab_says_failures_by_kind_and_cancelled_requests_only_where_there_are_some() -> None:
+    store = MetricsStore()
+    for i, kind in enumerate([None, None, ErrorKind.INVALID_OUTPUT, ErrorKind.CANCELLED, ErrorKind.CANCELLED]):
+        store.add(RequestRecord("shared", 1.0 + i, e2e_us=9000, ttft_us=5000, error_kind=kind))
+    store.add(RequestRecord("unique", 9.0, e2e_us=9000, ttft_us=5000))
+    items = [row["item"] for row in tab.rows(judge(None, store, RunInfo()))]
+    assert "requests shared: failed 1 (invalid_output 1), cancelled 2" in items
+    assert not any(item.startswith("requests unique") for item in items)  # nothing to say there
