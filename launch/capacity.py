@@ -1,7 +1,9 @@
-"""`slogate capacity`: the knee at the SLO (launch/knee.py's search) with a Locust run per step,
-against a URL (`search_target`) or against each profile launched in turn (`search_profiles`).
+"""`slogate capacity`: the knee at the SLO (launch/knee.py's search), or a test at `--min-capacity`
+(launch/capacity_at.py), with a Locust run per step, against a URL (`search_target`) or against
+each profile launched in turn (`search_profiles`).
 
-Failing steps are cheap: `locust_step` runs them with `--slo-abort-on-fail`. Each search's files
+Failing steps are cheap: far above the knee the bounds fail a step on its first samples (with
+`--no-early-stop`, `--slo-abort-on-fail` cuts them). Each search's files
 (launch/capacity_report.py) are written as soon as it ends, so a later profile's failure loses
 nothing; a profile that does not start or whose search fails is a row of the summary, and the
 others run.
@@ -11,10 +13,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slogate.launch import runner
+from slogate.launch.capacity_at import judge_at_rate
 from slogate.launch.capacity_report import PNG_NAME, step_line, write_capacity, write_error, write_summary
 from slogate.launch.knee import (
     CapacityInputError,
@@ -25,10 +28,13 @@ from slogate.launch.knee import (
     overall_exit_code,
     search,
 )
+from slogate.launch.knee_interval import StepJudge, early_pass_note
 from slogate.launch.launcher import LAUNCH_ERRORS
 from slogate.launch.profile import Profile
 from slogate.slo.gate import exitcodes
+from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE
 from slogate.slo.gate.report import Report
+from slogate.slo.gate.spec import SloSpec
 
 Say = Callable[[str], None]
 
@@ -42,14 +48,16 @@ def locust_step(
     locust_args: Sequence[str] = (),
     abort_on_fail: bool = True,
     early_stop: bool = True,
+    processes: int = 1,
 ) -> RunStep:
     """A `RunStep` that runs the open-loop user in a Locust subprocess against `host`: one user
-    sending `rate` requests/s (the arrival process and every workload option are the caller's
-    `locust_args`), `warmup_s` not judged, then `step_s` measured, stopped early by
-    `--slo-abort-on-fail` when an SLO fails beyond noise over the step (unless `abort_on_fail`
-    is false: a plain sweep) and by `--slo-stop-when-decided` as soon as its verdict is certain
-    either way (unless `early_stop` is false). Its output goes to `locust.log` in the step's
-    report directory."""
+    sending `rate` requests/s (with `processes` > 1, Locust's `--processes`: one user per process,
+    each at rate / processes, so the offered rate is exact across them; the arrival process and
+    every workload option are the caller's `locust_args`), `warmup_s` not judged, then `step_s`
+    measured, stopped early by `--slo-abort-on-fail` when an SLO fails beyond noise over the step
+    (unless `abort_on_fail` is false: a plain sweep) and by `--slo-stop-when-decided` as soon as
+    its verdict is certain either way (unless `early_stop` is false). Its output goes to
+    `locust.log` in the step's report directory."""
 
     def run(rate: float, step_s: float, report_dir: Path) -> Report:
         extra = [
@@ -59,7 +67,8 @@ def locust_step(
             "--slo-interval-s", "1",
             *locust_args,
             # What makes the step this step: not overridable.
-            "--users", "1", "--spawn-rate", "1", "--arrival-rate", f"{rate:g}",
+            "--users", str(processes), "--spawn-rate", str(processes), "--arrival-rate", f"{rate / processes:.9g}",
+            *(["--processes", str(processes)] if processes > 1 else []),
             "--run-time", f"{math.ceil(warmup_s + step_s)}s", "--slo-warmup-s", f"{warmup_s:g}",
         ]  # fmt: skip
         return runner.run_locust(
@@ -73,6 +82,7 @@ def locust_step(
 # after `--`, they would be overridden without a word, so they are refused (`refuse_step_options`).
 STEP_SET = {
     "--users": "-u", "--spawn-rate": "-r", "--arrival-rate": None, "--run-time": "-t", "--slo-warmup-s": None,
+    "--processes": None,
 }  # fmt: skip
 
 
@@ -88,15 +98,43 @@ def refuse_step_options(locust_args: Sequence[str]) -> None:
                 )
 
 
+def _option(locust_args: Sequence[str], name: str) -> str | None:
+    """The last value given to a Locust option after `--` (`--name V` or `--name=V`), None if none."""
+    value = None
+    for i, arg in enumerate(locust_args):
+        if arg == name and i + 1 < len(locust_args):
+            value = locust_args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def step_judge(spec: SloSpec, locust_args: Sequence[str]) -> StepJudge:
+    """How each step is decided: the SLO file's objectives at the `--slo-confidence` and with the
+    `--slo-not-blocking` given to Locust after `--`, as its early stop decides them.
+    CapacityInputError (exit 2) for a confidence that is not a number in (0, 1)."""
+    text = _option(locust_args, "--slo-confidence")
+    try:
+        confidence = DEFAULT_CONFIDENCE if text is None else float(text)
+    except ValueError:
+        confidence = math.nan
+    if not 0 < confidence < 1:
+        raise CapacityInputError(f"--slo-confidence after --: must be in (0, 1) (0.99 = 99 %), got {text}")
+    names = tuple(n.strip() for n in (_option(locust_args, "--slo-not-blocking") or "").split(",") if n.strip())
+    return StepJudge(spec, confidence, names)
+
+
 @dataclass(frozen=True, slots=True)
 class StepOptions:
-    """How every step's Locust run is made (`locust_step`'s options)."""
+    """How every step's Locust run is made (`locust_step`'s options) and decided (`judge`)."""
 
     slo_file: str | Path
     warmup_s: float
     config: str | Path | None = None
     locust_args: Sequence[str] = ()
     early_stop: bool = True  # each step ends as soon as its verdict is certain (--no-early-stop: off)
+    processes: int = 1  # Locust processes per step, the rate split exactly across them (--processes)
+    judge: StepJudge = field(default_factory=StepJudge)
 
 
 def search_target(
@@ -108,16 +146,28 @@ def search_target(
     min_capacity: float | None,
     say: Say,
     show: Say,
+    knee: bool = True,
 ) -> CapacityResult:
-    """One search against `url`, its files written in `out_dir` as soon as it ends (`show` gets
-    the Markdown, `say` a line per step). A search that fails writes why, then raises
-    `CapacityInputError` with the steps judged before (`partial`)."""
+    """One search against `url` (`knee` false and a `min_capacity`: the test at it instead), its
+    files written in `out_dir` as soon as it ends (`show` gets the Markdown, `say` a line per
+    step). A search that fails writes why, then raises `CapacityInputError` with the steps judged
+    before (`partial`)."""
     step = locust_step(
         url, slo_file=options.slo_file, warmup_s=options.warmup_s, config=options.config,
-        locust_args=options.locust_args, early_stop=options.early_stop,
+        locust_args=options.locust_args, early_stop=options.early_stop, processes=options.processes,
+        # Deciding early, a failing step ends once the bounds fail it: the abort's window bound would
+        # cut it before they can (a step then bounds nothing). Without the early stop, the abort.
+        abort_on_fail=not options.early_stop,
     )  # fmt: skip
+    judge = options.judge
+    note = early_pass_note(judge.spec, judge.not_blocking) if options.early_stop and judge.spec else None
+    if note:
+        say(note)
     try:
-        result = search(step, settings, out_dir, on_step=lambda s: say(step_line(s)))
+        if min_capacity is not None and not knee:
+            result = judge_at_rate(step, min_capacity, settings, out_dir, judge, lambda s: say(step_line(s)))
+        else:
+            result = search(step, settings, out_dir, lambda s: say(step_line(s)), judge)
     except CapacityInputError as e:
         write_error(out_dir, e, min_capacity)
         raise
@@ -140,6 +190,7 @@ def search_profiles(
     say: Say,
     show: Say,
     launch_error_code: Callable[[Exception], int],
+    knee: bool = True,
 ) -> int:
     """Each profile launched and searched in turn (`out/<profile>/`), then the summary in `out`;
     the exit code of them all (`overall_exit_code`). A profile whose server does not start or whose
@@ -157,7 +208,7 @@ def search_profiles(
         try:
             with runner.launched(profile, port, on_progress=say) as started:
                 outcomes[profile.name] = search_target(
-                    profile.name, started.server.url, where, settings, options, min_capacity, say, show
+                    profile.name, started.server.url, where, settings, options, min_capacity, say, show, knee
                 )
         except tuple(LAUNCH_ERRORS) as e:
             failed = CapacityInputError(f"the server did not start: {e}", launch_error_code(e))

@@ -1,6 +1,7 @@
-"""`slogate capacity`'s files: `capacity.json` (`capacity_rps`, `first_failing_rps`, every step
-with its verdict, p95 TTFT per class, goodput and server figures), `capacity.md` and
-`capacity.png` (p95 TTFT per class against the offered rate with the targets, and goodput; needs
+"""`slogate capacity`'s files: `capacity.json` (`capacity_rps`, `first_failing_rps`, the knee's
+`interval_rps` at its `confidence`, every step with its verdict and decision, p95 TTFT per class,
+goodput and server figures), `capacity.md` (the interval as its headline) and `capacity.png` (p95
+TTFT per class against the offered rate with the targets, the interval shaded, and goodput; needs
 matplotlib); with several profiles a summary of them all."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from slogate.launch.knee import (
     outcome_exit_code,
     overall_exit_code,
 )
+from slogate.launch.knee_interval import UNDECIDED
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.latency_metrics import HEADLINE
 from slogate.slo.gate.verdict import Verdict
@@ -34,9 +36,22 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def headline(result: CapacityResult) -> str:
+    """The interval in words, e.g. `capacity 17-19 req/s (99 %)`: each end decided at that confidence."""
+    low, high = result.interval_rps
+    unit, confidence = result.rate_unit, f"({100 * result.confidence:.4g} %)"
+    if low is not None and high is not None:
+        return f"capacity {low:g}-{high:g} {unit} {confidence}"
+    if low is not None:
+        return f"capacity >= {low:g} {unit} {confidence}"
+    if high is not None:
+        return f"capacity < {high:g} {unit} {confidence}"
+    return "capacity undecided (no step decided at the confidence)"
+
+
 def render_markdown(result: CapacityResult, title: str = "", min_capacity: float | None = None) -> str:
     cap, first_fail, unit = result.capacity_rps, result.first_failing_rps, result.rate_unit
-    lines = [f"## slogate capacity{': ' + title if title else ''}", ""]
+    lines = [f"## slogate capacity{': ' + title if title else ''}", "", f"**{headline(result)}**", ""]
     lines.append(
         f"**Capacity: {_fmt(cap, 3)} {unit}** (highest rate with every SLO met); first failing: "
         f"{_fmt(first_fail, 3)} {unit}. {len(result.steps)} steps, "
@@ -51,13 +66,18 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
     header += ["goodput req/s", "goodput", "prefix-cache hit", "wall s"]
     lines += ["", _row(header), "|---" * len(header) + "|"]
     for i, s in enumerate(result.steps, 1):
-        verdict = s.verdict + stop_note(s) + (" (retried)" if s.attempts > 1 else "")
+        undecided = " (undecided)" if s.decision == UNDECIDED else ""
+        verdict = s.verdict + undecided + stop_note(s) + (" (retried)" if s.attempts > 1 else "")
         ttfts = [_fmt(s.ttft_p95_ms.get(c)) for c in classes]
         server = _fmt(s.server.get("prefix_cache_hit_rate"), 3)
         cells = [str(i), f"{s.rate_rps:g}", verdict, _fmt(s.achieved_rps, 2), *ttfts, _fmt(s.goodput_rps, 2)]
         lines.append(_row([*cells, _fmt(s.goodput_fraction, 3), server, f"{s.wall_s:.0f}"]))
     offered = "new conversations offered" if unit == "conv/s" else "rates offered"
     lines += ["", f"{HEADLINE.title} in ms, nearest-rank p95 per class; {offered} open loop (all users together)."]
+    lines.append(
+        "The interval's ends are the highest step decided pass and the lowest decided fail by the anytime-valid "
+        "bounds; an (undecided) step was within noise of a target and bounds nothing."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -84,6 +104,9 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
         target = result.ttft_targets_ms.get(cls)
         if target is not None:
             ax.axhline(target, color=line.get_color(), linestyle="--", linewidth=0.8)
+    low, high = result.interval_rps
+    if low is not None and high is not None:
+        ax.axvspan(low, high, color="green", alpha=0.12, label=headline(result))
     if result.capacity_rps is not None:
         ax.axvline(
             result.capacity_rps,
@@ -124,7 +147,8 @@ def write_capacity(
 def step_line(step: Step) -> str:
     """One step's outcome in one line, as the search prints it."""
     ttft = ", ".join(f"{c} {v:.1f}" for c, v in step.ttft_p95_ms.items() if v is not None)
-    return f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{stop_note(step)}; {P95} ms {ttft}"
+    undecided = " (undecided)" if step.decision == UNDECIDED else ""
+    return f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{undecided}{stop_note(step)}; {P95} ms {ttft}"
 
 
 def stop_note(step: Step) -> str:

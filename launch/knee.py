@@ -1,19 +1,26 @@
 """The knee search: the highest open-loop arrival rate at which every SLO is met.
 
 `search` starts at `rate_start` and doubles the rate until a step fails (halving instead when the
-first step already fails), then bisects until the bracket [highest passing, lowest failing] is
-within `precision` of the passing rate. Each step is one judged run at a fixed offered rate: the
-search only sees its `Report`, through a `RunStep` callback, so it runs against anything that can
-produce one (launch/capacity.py runs Locust; a benchmark its own runner).
+first step already fails), then bisects until the interval [highest decided pass, lowest decided
+fail] is within `precision` of its lower end, or the steps left undecided inside it are all within
+`precision` of their neighbours (launch/knee_interval.py decides each step by the anytime-valid
+bounds; an undecided step's nearest-rank verdict says which way to go). Each step is one judged
+run at a fixed offered rate: the search only sees its `Report`, through a `RunStep` callback, so it
+runs against anything that can produce one (launch/capacity.py runs Locust; a benchmark its own).
 
-A step is pass, fail or inconclusive, as its report's verdict says. An inconclusive step (too
-few samples, the client saturated, sends dropped on a pass) is neither: it is run again, twice
-as long, once; still inconclusive, the search stops there and says why (`decided` false, exit 3).
+A step is pass, fail or inconclusive, as its report's verdict says, and its `decision` pass, fail
+or undecided, as the bounds say. An undecided step (within noise of a target, too few samples, the
+client saturated, sends dropped on a pass) is run again, twice as long, once (its budget), but on
+the way up or down, before a step passed and one failed, only an inconclusive one is; still
+inconclusive, the search stops there and says why (`decided` false, exit 3); still undecided with
+a pass or fail verdict, the search goes on and the step bounds nothing. A pass decided with a late
+client is a pass (client delay only adds): never run again.
 A step whose run wrote no report (`NoReport`) ends the search (exit 3), with what was judged.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -21,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slogate.launch.knee_interval import FAIL, PASS, UNDECIDED, StepJudge, interval
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import DECIDED
 from slogate.slo.gate.latency_metrics import HEADLINE
@@ -96,6 +104,7 @@ class Step:
     report_dir: str
     conversations: bool = False  # --turns > 1: the offered rate counts new conversations
     decided_after_s: float | None = None  # --slo-stop-when-decided ended it this far into its run
+    decision: str = UNDECIDED  # pass | fail | undecided, by the anytime-valid bounds (launch/knee_interval.py)
 
     @property
     def rate_unit(self) -> str:
@@ -104,7 +113,9 @@ class Step:
         return "conv/s" if self.conversations else "req/s"
 
 
-def step_from_report(rate: float, report: Report, attempts: int, step_s: float, wall_s: float, where: Path) -> Step:
+def step_from_report(
+    rate: float, report: Report, attempts: int, step_s: float, wall_s: float, where: Path, decision: str = UNDECIDED
+) -> Step:
     summary = report.metrics_summary()
     stopped = report.run.stopped
     total = summary.get(ALL) or {}
@@ -129,6 +140,7 @@ def step_from_report(rate: float, report: Report, attempts: int, step_s: float, 
         server=server,
         report_dir=str(where),
         conversations=report.run.workload.conversations,
+        decision=decision,
     )
 
 
@@ -138,6 +150,7 @@ class CapacityResult:
     steps: list[Step] = field(default_factory=list)
     stopped_because: str = ""  # why the search ended, in words
     ttft_targets_ms: dict[str, float] = field(default_factory=dict)  # per class, from the SLO file (for the chart)
+    confidence: float = 0.99  # of each step's decision (--slo-confidence)
 
     def _rates(self, verdict: str) -> list[float]:
         return [s.rate_rps for s in self.steps if s.verdict == verdict]
@@ -158,14 +171,29 @@ class CapacityResult:
         return min(self._rates(Verdict.FAIL), default=None)
 
     @property
+    def interval_rps(self) -> tuple[float | None, float | None]:
+        """[the highest rate decided pass, the lowest decided fail] by the anytime-valid bounds."""
+        return interval([(s.rate_rps, s.decision) for s in self.steps])
+
+    def widest_gap(self) -> tuple[float, float] | None:
+        """The widest gap (relative to its lower end) between rates tried inside the interval; None
+        while the interval has no two ends."""
+        low, high = self.interval_rps
+        if low is None or high is None:
+            return None
+        rates = sorted({low, high, *(s.rate_rps for s in self.steps if low < s.rate_rps < high)})
+        return max(itertools.pairwise(rates), key=lambda g: (g[1] - g[0]) / g[0], default=None)
+
+    @property
     def decided(self) -> bool:
-        """The knee is bracketed within the precision."""
-        low, high = self.capacity_rps, self.first_failing_rps
-        return low is not None and high is not None and (high - low) / low <= self.settings.precision + 1e-9
+        """The knee is bracketed: both ends of the interval decided, and no gap between the rates
+        tried inside it wider than the precision (undecided steps between them are within noise)."""
+        gap = self.widest_gap()
+        return gap is not None and (gap[1] - gap[0]) / gap[0] <= self.settings.precision + 1e-9
 
     def exit_code(self, min_capacity: float | None = None) -> int:
         """0 met (or, without a minimum, decided), 1 below the minimum, 3 the search could not tell."""
-        low, high = self.capacity_rps, self.first_failing_rps
+        low, high = self.interval_rps
         if min_capacity is None:
             return exitcodes.PASS if self.decided else exitcodes.INCONCLUSIVE
         if low is not None and low >= min_capacity:
@@ -180,6 +208,8 @@ class CapacityResult:
             "first_failing_rps": self.first_failing_rps,
             "rate_unit": self.rate_unit,
             "decided": self.decided,
+            "interval_rps": list(self.interval_rps),
+            "confidence": self.confidence,
             "stopped_because": self.stopped_because,
             "min_capacity_rps": min_capacity,
             "exit_code": self.exit_code(min_capacity),
@@ -202,55 +232,99 @@ def ttft_targets(report: Report) -> dict[str, float]:
 
 
 def search(
-    run_step: RunStep, settings: SearchSettings, out_dir: Path, on_step: Callable[[Step], None] = lambda s: None
+    run_step: RunStep,
+    settings: SearchSettings,
+    out_dir: Path,
+    on_step: Callable[[Step], None] = lambda s: None,
+    judge: StepJudge | None = None,
 ) -> CapacityResult:
-    """Find the knee; step reports go to `out_dir/step-NN-<rate>rps/`. Raises CapacityInputError,
-    with the steps judged before it as `partial`, when a step's run is a usage error (a bad Locust
-    option: every step would be; exit 2) or wrote no report (exit 3)."""
+    """Find the knee; step reports go to `out_dir/step-NN-<rate>rps/`, each step decided by `judge`
+    (default: the report's own objectives at 99 %). Raises CapacityInputError, with the steps judged
+    before it as `partial`, when a step's run is a usage error (a bad Locust option: every step
+    would be; exit 2) or wrote no report (exit 3)."""
     settings.check()
-    result = CapacityResult(settings)
-    passed: float | None = None
-    failed: float | None = None
-    rate = settings.rate_start
-    while True:
+    judge = judge or StepJudge()
+    result = CapacityResult(settings, confidence=judge.confidence)
+    rate: float | None = settings.rate_start
+    while rate is not None:
         if len(result.steps) >= settings.max_steps:
             result.stopped_because = f"--max-steps {settings.max_steps} reached before the bracket was within precision"
             return result
-        where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps"
-        try:
-            step, report = _judge_rate(run_step, rate, settings.step_s, where)
-        except CapacityInputError as e:
-            e.partial = result  # what was judged before stays reported
-            raise
-        result.steps.append(step)
-        result.ttft_targets_ms = result.ttft_targets_ms or ttft_targets(report)
+        sides = {_side(s) for s in result.steps}
+        step = judge_step(run_step, rate, settings.step_s, out_dir, result, judge, extend={PASS, FAIL} <= sides)
         on_step(step)
-        if step.verdict == Verdict.INCONCLUSIVE:
+        if step.verdict == Verdict.INCONCLUSIVE and step.decision == UNDECIDED:
             result.stopped_because = f"the step at {rate:g} req/s was inconclusive twice: " + "; ".join(step.reasons)
             return result
-        if step.verdict == Verdict.PASS:
-            passed = rate
-        else:
-            failed = rate
-        if failed is None:
-            if rate >= settings.rate_max:
-                result.stopped_because = (
-                    f"every step passed up to --rate-max {settings.rate_max:g} req/s: the capacity is at least that "
-                    "(the ceiling set for the load generator, not the server's: raise --rate-max to go on)"
-                )
-                return result
-            rate = min(rate * 2, settings.rate_max)
-        elif passed is None:
-            rate /= 2
-        elif result.decided:
-            result.stopped_because = f"bracket [{passed:g}, {failed:g}] within --precision {settings.precision:g}"
-            return result
-        else:
-            rate = (passed + failed) / 2
+        rate = _next_rate(result)
+    return result
 
 
-def _judge_rate(run_step: RunStep, rate: float, step_s: float, report_dir: Path) -> tuple[Step, Report]:
-    """One step; run again, twice as long, when inconclusive."""
+def judge_step(
+    run_step: RunStep,
+    rate: float,
+    step_s: float,
+    out_dir: Path,
+    result: CapacityResult,
+    judge: StepJudge,
+    extend: bool = True,
+) -> Step:
+    """One step at `rate`, its report in `out_dir/step-NN-<rate>rps/`, added to `result`; left
+    undecided by the bounds, run again twice as long once, unless `extend` is false (only an
+    inconclusive step then)."""
+    where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps"
+    try:
+        step, report = _judge_rate(run_step, rate, step_s, where, judge, extend)
+    except CapacityInputError as e:
+        e.partial = result  # what was judged before stays reported
+        raise
+    result.steps.append(step)
+    result.ttft_targets_ms = result.ttft_targets_ms or ttft_targets(report)
+    return step
+
+
+def _side(step: Step) -> str:
+    """Which way the knee is from a step: its decision, or, undecided, its nearest-rank verdict."""
+    return step.decision if step.decision != UNDECIDED else step.verdict
+
+
+def _next_rate(result: CapacityResult) -> float | None:
+    """The next rate to try: up until a step fails, down until one passes, past an undecided step
+    while an end of the interval is missing, then into the widest gap; None with
+    `result.stopped_because` said."""
+    settings = result.settings
+    rates = [s.rate_rps for s in result.steps]
+    low, high = result.interval_rps
+    if high is None:
+        if max(rates) >= settings.rate_max:
+            result.stopped_because = (
+                f"every step passed up to --rate-max {settings.rate_max:g} req/s: the capacity is at least that "
+                "(the ceiling set for the load generator, not the server's: raise --rate-max to go on)"
+                if all(_side(s) == PASS for s in result.steps)
+                else f"no step up to --rate-max {settings.rate_max:g} req/s was decided fail"
+            )
+            return None
+        if any(_side(s) == FAIL for s in result.steps) and low is None:
+            return min(rates) / 2  # the way down is known: find a decided pass first
+        return min(max(rates) * 2, settings.rate_max)
+    if low is None:
+        return min(rates) / 2
+    if low >= high:
+        result.stopped_because = f"{low:g} req/s was decided pass and {high:g} fail: the load changed during the search"
+        return None
+    if result.decided:
+        within = "" if (high - low) / low <= settings.precision + 1e-9 else " (the steps between them undecided)"
+        result.stopped_because = f"interval [{low:g}, {high:g}]{within} within --precision {settings.precision:g}"
+        return None
+    gap = result.widest_gap()
+    assert gap is not None
+    return (gap[0] + gap[1]) / 2
+
+
+def _judge_rate(
+    run_step: RunStep, rate: float, step_s: float, report_dir: Path, judge: StepJudge, extend: bool
+) -> tuple[Step, Report]:
+    """One step; run again, twice as long, when inconclusive, or, `extend`, undecided by the bounds."""
     started = time.monotonic()
     attempts = 0
     for attempt_s in (step_s, 2 * step_s):
@@ -264,9 +338,11 @@ def _judge_rate(run_step: RunStep, rate: float, step_s: float, report_dir: Path)
             raise CapacityInputError(f"the step at {rate:g} req/s could not be judged: {'; '.join(report.reasons)}")
         if report.verdict == Verdict.UNGATED:
             raise CapacityInputError(f"the step at {rate:g} req/s was not gated: the search needs an SLO file")
-        if report.verdict != Verdict.INCONCLUSIVE:
+        decision = judge.decide(report)
+        if decision != UNDECIDED or (not extend and report.verdict != Verdict.INCONCLUSIVE):
             break
-    return step_from_report(rate, report, attempts, attempt_s, time.monotonic() - started, where), report
+    elapsed = time.monotonic() - started
+    return step_from_report(rate, report, attempts, attempt_s, elapsed, where, decision), report
 
 
 ProfileOutcome = CapacityResult | CapacityInputError

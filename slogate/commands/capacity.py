@@ -1,5 +1,5 @@
-"""`slogate capacity`: the highest open-loop rate at which every SLO holds, against --host or
-each --profile launched in turn (docs/capacity.md)."""
+"""`slogate capacity`: the highest open-loop rate at which every SLO holds (or, with --min-capacity R
+and no --search, a test at R), against --host or each --profile launched in turn (docs/capacity.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from slogate.commands.common import DEMO_CONF, add_report_dir, guarded, report_l
 from slogate.launch import capacity, launcher
 from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, write_error
 from slogate.launch.knee import DEFAULT_RATE_MAX, CapacityInputError, SearchSettings, outcome_exit_code
+from slogate.launch.knee_interval import StepJudge
 from slogate.launch.profile import load_profile
 from slogate.launch.validate import validate
 from slogate.slo.gate import exitcodes
@@ -19,8 +20,9 @@ from slogate.slo.gate.option_values import OptionError, check_host
 from slogate.slo.gate.spec import SloSpecError, load_spec
 
 
-def capacity_settings(args: argparse.Namespace) -> SearchSettings:
-    """The search's settings from the options; CapacityInputError (one line) for bad ones."""
+def capacity_settings(args: argparse.Namespace) -> tuple[SearchSettings, StepJudge]:
+    """The search's settings and how each step is decided, from the options; CapacityInputError
+    (one line) for bad ones."""
     if bool(args.host) == bool(args.profile):
         raise CapacityInputError("give either --host URL or --profile P (repeatable), not both or neither")
     if not args.slo_file:
@@ -35,13 +37,21 @@ def capacity_settings(args: argparse.Namespace) -> SearchSettings:
     if not args.warmup_s >= 0:
         raise CapacityInputError(f"--warmup-s: must be >= 0, got {args.warmup_s:g}")
     try:
-        load_spec(args.slo_file)
+        spec = load_spec(args.slo_file)
     except SloSpecError as e:
         raise CapacityInputError(str(e)) from None
     capacity.refuse_step_options(args.locust_args)
-    settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps, args.rate_max)
+    if args.processes < 1:
+        raise CapacityInputError(f"--processes: must be >= 1, got {args.processes}")
+    rate_max = DEFAULT_RATE_MAX * args.processes if args.rate_max is None else args.rate_max
+    settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps, rate_max)
     settings.check()
-    return settings
+    if args.min_capacity is not None and not args.search and args.min_capacity > rate_max:
+        raise CapacityInputError(
+            f"--min-capacity {args.min_capacity:g}: above --rate-max {rate_max:g} req/s, what the load processes "
+            "read exactly: a test there would measure the client (more --processes raise it)"
+        )
+    return settings, capacity.step_judge(spec, args.locust_args)
 
 
 def show(text: str) -> None:
@@ -52,17 +62,18 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     """The knee at the SLO against --host, or against each --profile launched in turn."""
     out = Path(args.report_dir)
     try:
-        settings = capacity_settings(args)
+        settings, judge = capacity_settings(args)
     except CapacityInputError as e:
         write_error(out, e)
         return fail(str(e), exitcodes.USAGE)
     options = capacity.StepOptions(
-        args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, early_stop=args.early_stop
+        args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, args.early_stop, args.processes, judge
     )
+    knee = args.search or args.min_capacity is None
 
     def run() -> int:
         if args.host:
-            result = capacity.search_target("", args.host, out, settings, options, args.min_capacity, say, show)
+            result = capacity.search_target("", args.host, out, settings, options, args.min_capacity, say, show, knee)
             return result.exit_code(args.min_capacity)
         try:
             profiles = [load_profile(name) for name in args.profile]
@@ -72,7 +83,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             write_error(out, CapacityInputError(str(e), launcher.launch_exit_code(e)))
             raise
         code = capacity.search_profiles(
-            profiles, args.port, out, settings, options, args.min_capacity, say, show, report_launch_error
+            profiles, args.port, out, settings, options, args.min_capacity, say, show, report_launch_error, knee
         )
         say(f"capacity in {out}/ ({JSON_NAME}, {MARKDOWN_NAME}, one folder per profile)")
         return code
@@ -105,11 +116,27 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--rate-max",
         type=float,
-        default=DEFAULT_RATE_MAX,
-        help=f"the highest rate a step offers (default {DEFAULT_RATE_MAX:g} req/s, what one load process reads "
-        "exactly): a search that passes it stops there, capacity at least that",
+        default=None,
+        help=f"the highest rate a step offers (default {DEFAULT_RATE_MAX:g} req/s per --processes, what one load "
+        "process reads exactly): a search that passes it stops there, capacity at least that",
     )
-    p.add_argument("--min-capacity", type=float, help="exit 1 when the capacity is below this rate (req/s)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="Locust processes per step (default 1), one open-loop user each, the rate split exactly across them",
+    )
+    p.add_argument(
+        "--min-capacity",
+        type=float,
+        help="a test at this rate (req/s): one step, decided pass (exit 0) or fail (exit 1) at --slo-confidence, "
+        "undecided at its budget exit 3; with --search, exit 1 when the knee found is below it",
+    )
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="search for the knee even with --min-capacity (the default without it)",
+    )
     p.add_argument(
         "--no-early-stop",
         dest="early_stop",

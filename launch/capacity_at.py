@@ -1,0 +1,42 @@
+"""`slogate capacity --min-capacity R` without `--search`: a test at R, not a search.
+
+One step at R, decided by the anytime-valid bounds (launch/knee_interval.py): it ends as soon as
+every objective is decided at `--slo-confidence`, pass or fail, which far from the knee takes
+seconds; left undecided at `--step-s` it is run again twice as long, once (its budget), then
+reported undecided (exit 3). Its result is a `CapacityResult` of one step, so the files, the exit
+code (0 pass, 1 fail, 3 undecided) and the summary of several profiles are the search's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from slogate.launch.knee import CapacityResult, RunStep, SearchSettings, Step, judge_step
+from slogate.launch.knee_interval import PASS, UNDECIDED, StepJudge
+from slogate.slo.gate.facts import percent
+
+
+def judge_at_rate(
+    run_step: RunStep,
+    rate: float,
+    settings: SearchSettings,
+    out_dir: Path,
+    judge: StepJudge,
+    on_step: Callable[[Step], None] = lambda s: None,
+) -> CapacityResult:
+    """The step at `rate` (its report in `out_dir/step-01-<rate>rps/`), as a result of one step."""
+    settings.check()
+    result = CapacityResult(settings, confidence=judge.confidence)
+    step = judge_step(run_step, rate, settings.step_s, out_dir, result, judge)
+    on_step(step)
+    at = f"the test at {rate:g} {step.rate_unit}"
+    if step.decision == UNDECIDED:
+        result.stopped_because = (
+            f"{at} was undecided at {percent(judge.confidence)} confidence after {step.attempts} run(s), the last "
+            f"{step.step_s:g} s: the capacity is within noise of it (a longer --step-s may decide)"
+        )
+    else:
+        word = "every SLO met" if step.decision == PASS else "an SLO not met"
+        result.stopped_because = f"{at}: {word}, decided at {percent(judge.confidence)} confidence"
+    return result

@@ -1,0 +1,101 @@
+"""Each capacity step decided by the anytime-valid bounds (slo/gate/early_stop.py), and the knee as
+the interval they bracket.
+
+A step's `decision` is pass or fail only when the bounds decide it at `--slo-confidence`: a step
+ended by `--slo-stop-when-decided` keeps the verdict it was stopped on; any other (its run time
+reached, aborted on a breach) is looked at once more on its final figures. The bounds are
+anytime-valid, so a look at whatever moment a step ended is as valid as one at a planned moment.
+Objectives the bounds cannot pass before the end (those only the end judges, a zero ceiling on a
+proportion such as `error_rate max: 0`, and those listed with `--slo-not-blocking`) are taken
+as the end of the step judged them. A step the bounds leave undecided is within noise of its
+target: its nearest-rank verdict says which way the search goes, but it bounds nothing.
+
+The interval is [the highest rate decided pass, the lowest rate decided fail]; each end is wrong
+with probability at most 1 - confidence (the capacity is monotone in the rate, so only the two
+steps at its ends can make it miss the knee).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, look, waits_for
+from slogate.slo.gate.facts import DECIDED
+from slogate.slo.gate.record import ALL
+from slogate.slo.gate.report import Report
+from slogate.slo.gate.self_check import assess
+from slogate.slo.gate.sequential import FAIL, PASS, UNDECIDED
+from slogate.slo.gate.spec import Objective, SloSpec
+from slogate.slo.gate.verdict import Outcome, Verdict
+
+__all__ = ["FAIL", "PASS", "UNDECIDED", "StepJudge", "cannot_pass_early", "early_pass_note", "interval"]
+
+
+def _never_passes_early(o: Objective) -> bool:
+    """A ceiling of 0 on a proportion: one failure later would break it, so no bound passes it early."""
+    return o.kind.fraction and o.max is not None and o.max <= 0
+
+
+def cannot_pass_early(spec: SloSpec, not_blocking: Collection[str] = ()) -> list[str]:
+    """The objectives that keep every passing step to its whole `--step-s` (not listed as not blocking)."""
+    zero = [o.name for o in spec.objectives if _never_passes_early(o) and o.name not in not_blocking]
+    return [*waits_for(spec, not_blocking, with_baseline=False), *zero]
+
+
+def early_pass_note(spec: SloSpec, not_blocking: Collection[str] = ()) -> str | None:
+    """The one line a search starts with when no passing step can end early, with what would let it."""
+    names = cannot_pass_early(spec, not_blocking)
+    if not names:
+        return None
+    return (
+        f"{', '.join(names)} cannot be decided pass before a step's end (a ceiling of 0, or judged only at the end): "
+        f"every passing step runs its whole --step-s; `-- --slo-not-blocking {','.join(names)}` judges "
+        f"{'it' if len(names) == 1 else 'them'} at the step's stop instead"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StepJudge:
+    """Decides a step's report by the anytime-valid bounds. `spec` None: the report's own objectives."""
+
+    spec: SloSpec | None = None
+    confidence: float = DEFAULT_CONFIDENCE
+    not_blocking: tuple[str, ...] = ()
+
+    def decide(self, report: Report) -> str:
+        """pass, fail or undecided. A pass stands with a late client (its delay only adds to a
+        latency), not with sends dropped or a run problem (the rate was not offered as asked)."""
+        if report.verdict in (Verdict.ERROR, Verdict.UNGATED) or not report.slos:
+            return UNDECIDED
+        spec = self.spec or SloSpec(tuple(r.objective for r in report.slos))
+        ends = {r.objective.name: r.result for r in report.slos}
+        at_end = set(self.not_blocking) | {
+            o.name for o in spec.objectives if not o.kind.decidable_early(o) or _never_passes_early(o)
+        }
+        stopped = report.run.stopped
+        if stopped is not None and stopped.reason == DECIDED and stopped.objectives:
+            states = {lk.name: lk.state for lk in stopped.objectives}
+        else:
+            run = report.run
+            saturation = assess(report.measurements, run.cpu_warning, run.processes, run.max_client_lag_ms)
+            delay = saturation.client_delay_ms if saturation is not None else 0.0
+            states = {lk.name: lk.state for lk in look(spec, report.measurements, self.confidence, delay)}
+        names = [o.name for o in spec.objectives]
+        if any(states.get(n) == FAIL or (n in at_end and ends.get(n) == Outcome.FAIL) for n in names):
+            decision = FAIL
+        elif all(states.get(n) == PASS or (n in at_end and ends.get(n) == Outcome.PASS) for n in names):
+            decision = PASS
+        else:
+            decision = UNDECIDED
+        dropped = (report.metrics_summary().get(ALL) or {}).get("dropped") or 0
+        if report.run.problems or (decision == PASS and dropped):
+            return UNDECIDED
+        return decision
+
+
+def interval(decisions: Sequence[tuple[float, str]]) -> tuple[float | None, float | None]:
+    """[the highest rate decided pass, the lowest decided fail] of (rate, decision) pairs."""
+    passed = [rate for rate, d in decisions if d == PASS]
+    failed = [rate for rate, d in decisions if d == FAIL]
+    return max(passed, default=None), min(failed, default=None)
