@@ -117,4 +117,3 @@ def lora_args(adapters: dict[str, Path], rank: int = DEFAULT_RANK) -> list[str]:
         "--lora-modules",
         *(f"{name}={path}" for name, path in adapters.items()),
     ]
-
