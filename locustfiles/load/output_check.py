@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from jsonschema import exceptions, validators
 from jsonschema.protocols import Validator
@@ -161,12 +162,15 @@ class OutputCapture:
 def _parsed(text: str, what: str) -> tuple[Any, str | None]:
     try:
         return json.loads(text), None
-    except ValueError as e:
-        return None, _short(f"{what} is not JSON ({e}): {text[:60]!r}")
+    except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the parser goes
+        return None, _short(f"{what} is not JSON ({type(e).__name__}: {e}): {text[:60]!r}")
 
 
 def _mismatch(validator: Validator, value: Any, what: str) -> str | None:
-    error = exceptions.best_match(validator.iter_errors(value))
+    try:
+        error = exceptions.best_match(validator.iter_errors(value))
+    except RecursionError:  # a value nested deeper than validation goes: no answer a schema wants
+        return _short(f"{what}: nested too deep to check")
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "(root)"
@@ -244,4 +248,33 @@ def _validator(schema: dict[str, Any], where: str) -> Validator:
         cls.check_schema(schema)
     except exceptions.SchemaError as e:
         raise ValueError(_short(f"{where}: not a valid JSON schema: {e.message}")) from None
+    for ref in _refs(schema):  # checked here: one that does not resolve would fail every request's check
+        if not _resolves(schema, ref):
+            raise ValueError(_short(f"{where}: $ref {ref!r} does not resolve (only refs within the file: #/...)"))
     return cls(schema)
+
+
+def _refs(node: Any) -> list[str]:
+    """Every `$ref` in a schema."""
+    if isinstance(node, dict):
+        own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return own + [ref for value in node.values() for ref in _refs(value)]
+    if isinstance(node, list):
+        return [ref for value in node for ref in _refs(value)]
+    return []
+
+
+def _resolves(schema: dict[str, Any], ref: str) -> bool:
+    """Whether `ref` is a JSON pointer into `schema` itself (`#`, `#/$defs/x`) that leads somewhere."""
+    if not ref.startswith("#"):
+        return False
+    node: Any = schema
+    for part in [p for p in ref[1:].split("/") if p]:
+        part = unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True

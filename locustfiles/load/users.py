@@ -239,6 +239,9 @@ class SseChatUser(ChatUser):
     def _stream(self, body: bytes, timer: StreamTimer) -> Any:
         try:
             resp = self._post(body, timer)
+        except StreamCancelled:  # --cancel-after-ms while sending or awaiting the headers: no response holds
+            self.connections.abandon()  # the connection, which would keep the pool's slot forever
+            raise
         except TimeoutError as e:
             return timer.fail(ErrorKind.TIMEOUT, f"no response: {_one_line(e)}", time.perf_counter())
         except (OSError, HTTPParseError) as e:
@@ -315,7 +318,8 @@ def _arrival_clock(resp: Any) -> Callable[[], float]:
 def _drain(resp: Any) -> None:
     """Read the rest of the body (the chunked terminator) so the connection can be kept alive."""
     # On failure release() closes the connection instead; the record is complete either way.
-    with contextlib.suppress(OSError, HTTPParseError, StreamProtocolError):
+    # A --cancel-after-ms hang-up now finds the stream complete: the record stands, release() closes.
+    with contextlib.suppress(OSError, HTTPParseError, StreamProtocolError, StreamCancelled):
         resp.read()
 
 

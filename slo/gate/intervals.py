@@ -40,7 +40,6 @@ from slogate.slo.gate.histogram import LatencyHistogram, combined_percentiles_ms
 from slogate.slo.gate.latency_metrics import (
     INTERVAL_METRICS,
     SINGLE_IN_INTERVALS,
-    TTFT,
     UNFINISHED_IN_INTERVALS,
     Batches,
     batches,
@@ -103,8 +102,8 @@ class ClassInterval:
                 self._hist(name).record_us(waited(rec))
             return
         if rec.error_kind == ErrorKind.CANCELLED:  # --cancel-fraction: no request or failure, its TTFT counts
-            if rec.ttft_us is not None and TTFT.name in INTERVAL_METRICS:
-                self._hist(TTFT.name).record_us(rec.ttft_us)
+            for name, waited in UNFINISHED_IN_INTERVALS:  # or the time it had waited (ClassMetrics.add)
+                self._hist(name).record_us(waited(rec))
             return
         self.requests += 1
         if rec.error_kind is not None:

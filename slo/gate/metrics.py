@@ -30,7 +30,7 @@ from slogate.slo.gate.record import ALL, ErrorKind, RequestRecord
 # The reports' sentence under a table with a `cancelled` column (Markdown, HTML).
 CANCELLED_NOTE = (
     "Cancelled: requests whose client hung up mid-stream on purpose (--cancel-fraction); not failures: their "
-    "TTFT counts where a first token had come, their E2E, ITL and TPOT do not."
+    "TTFT counts (before a first token came, the time waited: a lower bound), their E2E, ITL and TPOT do not."
 )
 
 
@@ -84,8 +84,10 @@ class ClassMetrics:
             return
         if rec.error_kind == ErrorKind.CANCELLED:
             self.cancelled += 1
-            if rec.ttft_us is not None:
-                self.latency[TTFT.name].record_us(rec.ttft_us)
+            # Its TTFT, or, hung up before its first token, the time it had waited: a lower bound, as an
+            # unfinished request's (left out, the picked requests slower than --cancel-after-ms would be).
+            for name, waited in UNFINISHED:
+                self.latency[name].record_us(waited(rec))
             return
         self.requests += 1
         end = rec.started_at + rec.e2e_us / 1e6

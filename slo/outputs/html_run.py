@@ -292,12 +292,16 @@ def run_section(i: int, name: str | None, report: Report, data: dict[str, Any]) 
     interval = report.measurements.intervals.interval_s
     per = f"per {interval:g} s interval" if interval else "per interval"
     over_time = f"{HEADLINE.title} p50 (dashed) and p95 over time, {per}, per class; SLO targets as long dashes"
+    summary = report.metrics_summary()
+    # TTFT always; another metric where some request had it (TTFO, say, only where models reason: an
+    # older report, or a run without, would draw an empty chart)
+    charted = [m for m in IN_INTERVALS if m is HEADLINE or any(s[f"{m.name}_ms"]["count"] for s in summary.values())]
     charts = [
         chart("latency-time", i, over_time, metric=HEADLINE.name),
         chart("rate-time", i, f"Requests and errors by kind per second, {per}"),
         *(
             chart("percentiles", i, f"{m.title} percentile curves per class (log scales)", metric=m.name)
-            for m in IN_INTERVALS
+            for m in charted
         ),
         chart(
             "server-time",

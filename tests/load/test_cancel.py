@@ -111,7 +111,7 @@ def test_the_seed_picks_the_requests_that_hang_up_and_leaves_the_prompts_alone(
     assert plain_bodies == bodies  # the prompts' RNG draws as without cancellation
 
 
-def test_cancelled_requests_are_counted_apart_with_their_ttft_only() -> None:
+def test_cancelled_requests_are_counted_apart_with_their_ttft_or_their_wait() -> None:
     store = MetricsStore()
     ok = RequestRecord("shared", 1.0, e2e_us=200_000, ttft_us=50_000, itl_us=[10_000] * 4, completion_tokens=5)
     cancelled = RequestRecord("shared", 1.0, e2e_us=80_000, ttft_us=40_000, itl_us=[10_000], completion_tokens=2)
@@ -121,7 +121,8 @@ def test_cancelled_requests_are_counted_apart_with_their_ttft_only() -> None:
         store.add(rec)
     m = store.get("all")
     assert (m.requests, m.failures, m.cancelled, m.error_rate) == (1, 0, 2, 0.0)
-    assert m.latency["ttft"].count == 2  # the cancelled one's first token counts
+    # The cancelled one's first token counts, and the one hung up before any with its 90 ms wait.
+    assert m.latency["ttft"].count == 3 and m.latency["ttft"].max_ms() == pytest.approx(90, rel=0.01)
     assert m.latency["e2e"].count == 1 and m.latency["itl"].count == 4 and m.output_tokens == 5
     summary = MetricsStore.from_wire(store.to_wire()).summary()
     assert summary["all"]["cancelled"] == summary["shared"]["cancelled"] == 2

@@ -64,6 +64,12 @@ def test_no_option_no_check() -> None:
         ({}, {"tools": "missing.json"}, "--tools .*missing.json: cannot read it: No such file"),
         ({"s.json": "[1]"}, {"response_format": "s.json"}, "not a JSON schema"),
         ({"s.json": '{"type": 5}'}, {"response_format": "s.json"}, "--response-format .*: not a valid JSON schema"),
+        (
+            {"s.json": '{"$ref": "#/definitions/nope"}'},
+            {"response_format": "s.json"},
+            r"\$ref '#/definitions/nope' does not resolve",
+        ),
+        ({"s.json": '{"$ref": "https://example.com/s.json"}'}, {"response_format": "s.json"}, "does not resolve"),
         ({}, {"tool_choice": "required"}, "--tool-choice needs --tools"),
         ({}, {"tools": TOOLS, "tool_choice": "get_wether"}, r"or a tool of --tools \(get_weather, get_time\)"),
         ({}, {"tools": TOOLS, "endpoint": "completions"}, "--tools applies to --endpoint chat, not completions"),
@@ -199,6 +205,7 @@ def test_a_structured_answer_must_be_json_of_the_schema() -> None:
     for text, message in [
         ("Sure! Here", "the answer is not JSON"),
         ('{"city": "Lima", "days": 7, "x": 1}', "Additional properties are not allowed ('x' was unexpected)"),
+        ("[" * 100_000 + "]" * 100_000, "the answer is not JSON (RecursionError"),  # deeper than the parser: no crash
     ]:
         bad = run_chat(fmt, chat_events({"content": text}))
         assert bad.error_kind == ErrorKind.INVALID_OUTPUT and message in bad.error_message, bad.error_message

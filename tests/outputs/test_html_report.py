@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from slogate.slo.gate.facts import utc_iso
 from slogate.slo.gate.judge import judge
+from slogate.slo.gate.latency_metrics import INTERVAL_METRICS
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import ErrorKind, RequestRecord, conversation_tags
 from slogate.slo.gate.report import Report, RunInfo
@@ -142,7 +143,7 @@ def test_the_rate_of_a_partial_first_or_last_interval_is_over_the_time_it_covere
 
     report = synthetic_run(302, 5)  # requests from T0 + 5 to T0 + 302 (its end, to the second): intervals of 5 s
     run = replace(report.run, started_at=utc_iso(T0 + 1.0), warmup_s=5.0)  # measured from T0 + 6
-    series = chart_data(replace(report, run=run), {m: percentile_grid(10) for m in ("ttft", "itl", "e2e")})["series"]
+    series = chart_data(replace(report, run=run), {m: percentile_grid(10) for m in INTERVAL_METRICS})["series"]
     covered = series["covered_s"]
     assert series["t"][0] == T0 + 5 and covered[0] == 4.0  # [T0 + 6, T0 + 10)
     assert set(covered[1:-1]) == {5.0} and covered[-1] == 2.0  # [T0 + 300, T0 + 302]
