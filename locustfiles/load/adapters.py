@@ -14,17 +14,16 @@ import bisect
 import itertools
 import math
 import random
-from typing import Any
 
 from slogate.locustfiles.load import server
+from slogate.slo.gate.record import ADAPTER_TAG_PREFIX
 
-TAG_PREFIX = "adapter_"
 Adapters = tuple[tuple[str, float], ...]  # (name, weight), in the order given
 
 
 def adapter_tag(name: str) -> str:
     """The tag (SLO `class`) of the requests sent to adapter `name`."""
-    return f"{TAG_PREFIX}{name}"
+    return f"{ADAPTER_TAG_PREFIX}{name}"
 
 
 def adapter_tags(adapters: Adapters) -> list[str]:
@@ -75,9 +74,7 @@ def describe(adapters: Adapters) -> dict[str, float]:
 def check_served(host: str, headers: dict[str, str], adapters: Adapters) -> None:
     """ValueError (one line) when the target's `/v1/models` does not list every adapter;
     `server.TargetError` when it cannot be asked."""
-    data: Any = server._call(f"{host}/v1/models", headers)
-    listed = data.get("data") if isinstance(data, dict) else None
-    served = [m.get("id") for m in listed or () if isinstance(m, dict)]
+    served = server.model_ids(host, headers)
     missing = [name for name, _ in adapters if name not in served]
     if missing:
         names = ", ".join(repr(name) for name in missing)

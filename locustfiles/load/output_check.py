@@ -162,8 +162,10 @@ class OutputCapture:
 def _parsed(text: str, what: str) -> tuple[Any, str | None]:
     try:
         return json.loads(text), None
-    except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the parser goes
-        return None, _short(f"{what} is not JSON ({type(e).__name__}: {e}): {text[:60]!r}")
+    except ValueError as e:
+        return None, _short(f"{what} is not JSON ({e}): {text[:60]!r}")
+    except RecursionError:
+        return None, _short(f"{what} is not JSON (nested deeper than the parser goes): {text[:60]!r}")
 
 
 def _mismatch(validator: Validator, value: Any, what: str) -> str | None:

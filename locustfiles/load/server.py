@@ -42,12 +42,18 @@ def _plain(reason: object) -> str:
     return re.sub(r"^\[Errno -?\d+\]\s*", "", str(reason))
 
 
-def first_model_id(host: str, headers: dict[str, str]) -> str:
+def model_ids(host: str, headers: dict[str, str]) -> list[str]:
+    """The ids the target's `/v1/models` lists (a base model, LoRA adapters), in its order."""
     data = _call(f"{host}/v1/models", headers)
-    try:
-        return data["data"][0]["id"]
-    except (KeyError, IndexError, TypeError):
-        raise TargetError("/v1/models lists no model; pass --model") from None
+    listed = data.get("data") if isinstance(data, dict) else None
+    return [m["id"] for m in listed or () if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def first_model_id(host: str, headers: dict[str, str]) -> str:
+    ids = model_ids(host, headers)
+    if not ids:
+        raise TargetError("/v1/models lists no model; pass --model")
+    return ids[0]
 
 
 def prime(host: str, headers: dict[str, str], path: str, bodies: list[dict[str, Any]], timeout: float) -> None:

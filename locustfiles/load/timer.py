@@ -119,7 +119,7 @@ class StreamTimer:
             problem = self.output.problem("".join(self.answer or ()))
             if problem is not None:
                 return self.fail(ErrorKind.INVALID_OUTPUT, problem, now)
-            ttftc = self.output.first_call_at(self._first)
+            ttftc = self.output.first_call_at(self._first_output)  # a call streamed as text: its first output
         return RequestRecord(
             self.request_class,
             self.started_at,

@@ -24,18 +24,14 @@ if TYPE_CHECKING:
     from slogate.slo.gate.server_figures import ServerFigures
 
 
-class FailureShare(ObjectiveKind):
-    """The share of requests that failed as `failure` (the objective's `metric` names it)."""
+class Share(ObjectiveKind):
+    """A share of a class's requests (`counts`: those counted, and those it is a share of), `max`
+    and/or `min` in 0..1; a ceiling alone is decided early."""
 
     fraction = True
 
-    def __init__(self, metric: str, failure: ErrorKind) -> None:
-        super().__init__(metric)
-        self.failure = str(failure)
-
     def counts(self, cm: ClassMetrics) -> tuple[int, int]:
-        """The requests of the kind and the requests it is a share of."""
-        return cm.errors_by_kind.get(self.failure, 0), cm.requests
+        raise NotImplementedError
 
     def observe(self, o: Objective, metrics: MetricsStore, server: ServerFigures | None) -> tuple[float | None, int]:
         events, requests = self.counts(metrics.get(o.request_class))
@@ -55,13 +51,21 @@ class FailureShare(ObjectiveKind):
         return ObjectiveLook(o.name, o.describe(), state, requests, lower, upper, "")
 
 
-class CancelledShare(FailureShare):
+class FailureShare(Share):
+    """The share of requests that failed as `failure` (the objective's `metric` names it)."""
+
+    def __init__(self, metric: str, failure: ErrorKind) -> None:
+        super().__init__(metric)
+        self.failure = str(failure)
+
+    def counts(self, cm: ClassMetrics) -> tuple[int, int]:
+        return cm.errors_by_kind.get(self.failure, 0), cm.requests
+
+
+class CancelledShare(Share):
     """The share of requests whose client hung up on purpose (`cancelled`, --cancel-fraction): not
     failures, counted apart from the requests that ended, so the share is of both together. A gate
     on it checks the load it meant to send (`{metric: cancelled, min: 0.4, max: 0.6}`)."""
-
-    def __init__(self, metric: str) -> None:
-        ObjectiveKind.__init__(self, metric)
 
     def counts(self, cm: ClassMetrics) -> tuple[int, int]:
         return cm.cancelled, cm.requests + cm.cancelled

@@ -21,6 +21,7 @@ REQUEST_CLASSES = (*PREFIX_CLASSES, PREFIX_HIT, PREFIX_MISS)
 
 
 IMAGES_TAG = "images_{}"  # a request whose messages carry this many image parts (--images, datasets)
+ADAPTER_TAG_PREFIX = "adapter_"  # a request sent to a LoRA adapter: adapter_<name> (--adapters)
 
 
 def images_tag(n: int) -> str:
@@ -52,7 +53,8 @@ def file_class(value: object) -> str | None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"'class' must be a non-empty string, got {value!r}")
-    if value in (ALL, *REQUEST_CLASSES) or is_conversation_tag(value) or _is_images_tag(value):
+    ours = value in (ALL, *REQUEST_CLASSES) or is_conversation_tag(value) or _is_images_tag(value)
+    if ours or value.startswith(ADAPTER_TAG_PREFIX):
         raise ValueError(f"'class' {value!r} is a name slogate gives requests itself; choose another")
     return value
 

@@ -102,7 +102,8 @@ class Gate:
         if self.is_worker or not run_time_s:
             return
         self.run_time_s = run_time_s
-        if self.run_options.headless:
+        if self.run_options.headless and getattr(self.environment, "shape_class", None) is None:
+            # (a LoadTestShape ends the run itself: Locust lets its shape run out whatever --run-time says)
             self._run_time_to_enforce = run_time_s
             settings.take_over_run_time(self.environment)
 

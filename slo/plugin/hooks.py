@@ -87,8 +87,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
     run_time_s = gate.run_time_to_enforce()
     if run_time_s:
         gevent.get_hub().loop.update_now()  # the loop's clock, stale by the work since its last turn
-        if gate.is_master:
-            log.info("slogate: the run ends after %s s, once every worker has sent its last samples", run_time_s)
+        workers = ", once every worker has sent its last samples" if gate.is_master else ""
+        log.info("slogate: the run ends after %s s (--run-time)%s", run_time_s, workers)
         gevent.spawn_later(run_time_s, end_gracefully if gate.is_master else quit_run, environment.runner)
     if not gate.is_master:
         run.loop_monitor.start()

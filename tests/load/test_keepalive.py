@@ -294,3 +294,27 @@ def test_requests_at_a_real_uvicorn_s_keepalive_limit_never_fail(uvicorn_server:
     assert _served(uvicorn_server) == len(h.records)  # each answered once: no resent request had reached it
     # The race really happened (without the resend each of these was a `connect` failure).
     assert retried(h), "no request met a keep-alive close: the test no longer reproduces the race"
+
+
+def test_a_connection_given_up_before_its_response_frees_its_slot() -> None:
+    """A --cancel-after-ms hang-up while the body is sent or the headers awaited leaves no response to
+    release the connection with: `abandon()` closes it, else the pool's one slot is held for good."""
+    from geventhttpclient import HTTPClient
+    from slogate.locustfiles.load.connections import KeptAlivePool
+
+    listener = gevent.server.StreamServer(("127.0.0.1", 0), lambda sock, _: gevent.sleep(5))
+    listener.start()
+    try:
+        client = HTTPClient("127.0.0.1", listener.server_port, concurrency=1)
+        pool = KeptAlivePool(client._connection_pool)
+        sock = client._connection_pool.get_socket()  # the request's connection, out of the pool
+        assert client._connection_pool._semaphore.counter == 0
+        pool.abandon()
+        assert client._connection_pool._semaphore.counter == 1 and sock.closed
+        pool.abandon()  # nothing out any more: nothing released twice
+        assert client._connection_pool._semaphore.counter == 1
+        client._connection_pool.return_socket(client._connection_pool.get_socket())  # returned: not out
+        pool.abandon()
+        assert client._connection_pool._semaphore.counter == 1
+    finally:
+        listener.stop()

@@ -186,6 +186,8 @@ def test_a_forced_call_streamed_as_answer_text_is_checked_in_that_form() -> None
     text = '[{"name": "get_weather", "parameters": {"city": "Rome", "days": 3}}]'
     ok = run_chat(required, chat_events(*({"content": c} for c in (text[:10], text[10:]))))
     assert ok.ok and ok.ttftc_us == ok.ttft_us == 20_000  # the call's first token: the answer's first
+    thought = run_chat(required, chat_events({"reasoning": "hm"}, *({"content": c} for c in (text[:10], text[10:]))))
+    assert thought.ok and thought.ttft_us == 20_000 and thought.ttftc_us == thought.ttfo_us == 30_000  # not the thought
     bad = run_chat(
         required, chat_events({"content": '[{"name": "get_weather", "parameters": {"city": 1, "days": 3}}]'})
     )
@@ -205,7 +207,7 @@ def test_a_structured_answer_must_be_json_of_the_schema() -> None:
     for text, message in [
         ("Sure! Here", "the answer is not JSON"),
         ('{"city": "Lima", "days": 7, "x": 1}', "Additional properties are not allowed ('x' was unexpected)"),
-        ("[" * 100_000 + "]" * 100_000, "the answer is not JSON (RecursionError"),  # deeper than the parser: no crash
+        ("[" * 100_000 + "]" * 100_000, "the answer is not JSON (nested deeper"),  # deeper than the parser: no crash
     ]:
         bad = run_chat(fmt, chat_events({"content": text}))
         assert bad.error_kind == ErrorKind.INVALID_OUTPUT and message in bad.error_message, bad.error_message
