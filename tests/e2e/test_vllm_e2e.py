@@ -38,7 +38,10 @@ def test_headless_run_shows_the_prefix_cache_effect_per_class(vllm_server: str, 
     # be aligned with a request, so the one user's request that straddles each may fall outside.
     client_count = shared["ttft_ms"]["count"] + unique["ttft_ms"]["count"]
     assert client_count - 2 <= server["server_ttft_ms"]["count"] <= client_count + 2
-    assert server["client_server_ttft_gap_ms"] > 0  # the client's clock includes HTTP and the network
+    gap = server["client_server_ttft_gap_ms"]
+    assert gap is not None
+    if report["metrics"]["all"]["unfinished"] == 0:  # else the server's mean holds first tokens the client never saw
+        assert gap > 0  # the client's clock includes HTTP and the network
 
 
 def test_openai_sdk_user_measures_the_same_server(vllm_server: str, tmp_path, locust_run) -> None:
