@@ -197,6 +197,7 @@ ALONE = (
     "tests/load/test_conversations.py::test_open_loop_conversations_and_per_tag_reports",
     "tests/load/test_open_loop.py::test_a_starved_generator_is_inconclusive_not_a_server_failure",
     "tests/load/test_trace_replay.py::test_workers_each_send_their_share_and_the_master_merges_all",
+    "tests/plugin/test_early_stop.py::test_an_slo_only_the_end_can_judge_keeps_the_run_to_its_run_time",
 )
 
 
