@@ -31,6 +31,19 @@ class ModelShape:
     num_key_value_heads: int
     intermediate_size: int
 
+    def config_fields(self) -> dict[str, int | str]:
+        """The decoder's fields of a `config.json` (Qwen2 and Llama name them alike)."""
+        return {
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.hidden_size // self.num_attention_heads,
+            "hidden_act": "silu",
+            "max_position_embeddings": 8192,
+        }
+
 
 # head_dim 64 for both: the CPU attention kernels reject smaller heads (head_dim 16 fails).
 SHAPES = {
@@ -89,14 +102,7 @@ def make_model(out_dir: str | Path, size: str = "demo") -> Path:
         "architectures": ["Qwen2ForCausalLM"],
         "model_type": "qwen2",
         "vocab_size": VOCAB_SIZE,
-        "hidden_size": shape.hidden_size,
-        "intermediate_size": shape.intermediate_size,
-        "num_hidden_layers": shape.num_hidden_layers,
-        "num_attention_heads": shape.num_attention_heads,
-        "num_key_value_heads": shape.num_key_value_heads,
-        "head_dim": shape.hidden_size // shape.num_attention_heads,
-        "hidden_act": "silu",
-        "max_position_embeddings": 8192,
+        **shape.config_fields(),
         "max_window_layers": shape.num_hidden_layers,
         "rms_norm_eps": 1e-6,
         "rope_theta": 1_000_000.0,
