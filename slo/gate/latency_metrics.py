@@ -11,9 +11,10 @@ field (docs/layout.md, "Adding a latency metric").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 from slogate.slo.gate.histogram import ValueBatch
 from slogate.slo.gate.record import RequestRecord
@@ -41,6 +42,9 @@ class LatencyMetric:
     goodput_us: ValueOf | None = None  # a goodput limit `<name>_ms` can name it; the value it compares
     prometheus: str | None = None  # its Prometheus histogram, `slogate_<prometheus>`
     table: tuple[int, ...] = ()  # the percentiles the per-class tables (Markdown, HTML) show
+    # A metric only some workloads have (reasoning, tool calls): its table columns show only in a run
+    # where the metric named here measured something (TTFO equals TTFT without reasoning: "reasoning").
+    shown_if: str | None = None
     compare: tuple[int, ...] = ()  # the percentiles `slogate compare`'s tables show
     export: str | None = None  # its name in `vllm bench serve` result keys (`--export vllm-bench`)
 
@@ -86,6 +90,7 @@ TTFO = LatencyMetric(
     prometheus="time_to_first_output_token_seconds",
     table=(95,),
     compare=(95,),
+    shown_if="reasoning",
 )
 REASONING = LatencyMetric(
     "reasoning",
@@ -95,6 +100,7 @@ REASONING = LatencyMetric(
     early_stop=True,
     prometheus="reasoning_time_seconds",
     table=(50,),
+    shown_if="reasoning",
 )
 # Tool calls (docs/workloads/tools.md): the first token event of a tool call (only requests that
 # called a tool have one).
@@ -106,6 +112,7 @@ TTFTC = LatencyMetric(
     early_stop=True,
     prometheus="time_to_first_tool_call_seconds",
     table=(95,),
+    shown_if="ttftc",
 )
 ITL = LatencyMetric(
     "itl",
@@ -162,6 +169,15 @@ INTERVAL_METRICS: tuple[str, ...] = tuple(m.name for m in IN_INTERVALS)
 GOODPUT_METRICS: dict[str, ValueOf] = {m.name: m.goodput_us for m in LATENCY if m.goodput_us is not None}
 # The latency columns of the per-class tables (Markdown, HTML) and of `slogate compare`'s: (metric, percentile).
 TABLE_COLUMNS: tuple[tuple[LatencyMetric, int], ...] = tuple((m, p) for m in LATENCY for p in m.table)
+
+
+def table_columns(summary: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[LatencyMetric, int], ...]:
+    """The per-class tables' latency columns for a report's metrics summary (class -> figures):
+    TABLE_COLUMNS less those of a workload's metric (`shown_if`) that no class measured."""
+    measured = {m.name for m in LATENCY if any(s[f"{m.name}_ms"]["count"] for s in summary.values())}
+    return tuple((m, p) for m, p in TABLE_COLUMNS if m.shown_if is None or m.shown_if in measured)
+
+
 COMPARE_COLUMNS: tuple[tuple[LatencyMetric, int], ...] = tuple((m, p) for m in LATENCY for p in m.compare)
 PROMETHEUS: tuple[LatencyMetric, ...] = tuple(m for m in LATENCY if m.prometheus)
 EXPORTED: tuple[LatencyMetric, ...] = tuple(m for m in LATENCY if m.export)

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from slogate.slo.gate.engines import title
-from slogate.slo.gate.latency_metrics import HEADLINE, IN_INTERVALS, TABLE_COLUMNS
+from slogate.slo.gate.latency_metrics import HEADLINE, IN_INTERVALS, table_columns
 from slogate.slo.gate.metrics import CANCELLED_NOTE
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report, RunInfo, describe_targets, goodput_summary, trace_cache_comparison
@@ -113,8 +113,9 @@ def _metrics_table(report: Report) -> str:
         return '<p class="muted">No requests were measured.</p>'
     rows = []
     cancels = any(m.get("cancelled") for m in metrics.values())  # the column only in a run that cancelled
+    columns = table_columns(metrics)
     for cls, m in metrics.items():
-        latency = "".join(f"<td class=num>{num(m[f'{metric.name}_ms'][f'p{p}'])}</td>" for metric, p in TABLE_COLUMNS)
+        latency = "".join(f"<td class=num>{num(m[f'{metric.name}_ms'][f'p{p}'])}</td>" for metric, p in columns)
         cancelled = f"<td class=num>{num(m['cancelled'])}</td>" if cancels else ""
         rows.append(
             f"<tr><td>{e(cls)}</td><td class=num>{num(m['requests'])}</td><td class=num>{num(m['failures'])}</td>"
@@ -133,7 +134,7 @@ def _metrics_table(report: Report) -> str:
     return (
         "<table><thead><tr><th>class</th><th>requests</th><th>failed</th>"
         + ("<th>cancelled</th>" if cancels else "")
-        + "".join(f"<th>{e(metric.title)} p{p}</th>" for metric, p in TABLE_COLUMNS)
+        + "".join(f"<th>{e(metric.title)} p{p}</th>" for metric, p in columns)
         + "<th>out tok/s</th><th>req/s</th><th>prompt tok</th><th>cached</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"

@@ -15,7 +15,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from slogate.slo.gate.engines import title
-from slogate.slo.gate.latency_metrics import TABLE_COLUMNS
+from slogate.slo.gate.latency_metrics import table_columns
 from slogate.slo.gate.metrics import CANCELLED_NOTE
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import JSON_NAME, Report, describe_targets, goodput_summary, trace_cache_comparison
@@ -109,11 +109,12 @@ def render_markdown(report: Report) -> str:
     metrics = report.metrics_summary()
     if metrics:
         cancels = any(m.get("cancelled") for m in metrics.values())  # the column only in a run that cancelled
+        columns = table_columns(metrics)
         header = ["class", "requests", "failed", *(["cancelled"] if cancels else [])]
-        header += [*(f"{metric.title} p{p}" for metric, p in TABLE_COLUMNS), "out tok/s", "prompt tok", "cached"]
+        header += [*(f"{metric.title} p{p}" for metric, p in columns), "out tok/s", "prompt tok", "cached"]
         lines += ["", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         for name, m in metrics.items():
-            latency = [fmt(m[f"{metric.name}_ms"][f"p{p}"]) for metric, p in TABLE_COLUMNS]
+            latency = [fmt(m[f"{metric.name}_ms"][f"p{p}"]) for metric, p in columns]
             cells = [name, str(m["requests"]), str(m["failures"]), *([str(m["cancelled"])] if cancels else [])]
             cells += [*latency, fmt(m["output_tokens_per_s"])]
             cells += [fmt(m["mean_prompt_tokens"]), percent(m["prompt_cache_hit_rate"])]
