@@ -6,6 +6,11 @@
 #   bash benchmarks/gpu/device.sh setup         # on the GPU: install, check, place the model directories
 #   bash benchmarks/gpu/device.sh sweep ARGS    # on the GPU: benchmarks/gpu/sweep.py with ARGS, tar to $OUT
 #   bash benchmarks/gpu/device.sh capacity ARGS # on the GPU: `slogate capacity ARGS --out /tmp/gpu-capacity`, tar to $OUT
+#                                               # (CAPACITY_RUN=name: --out /tmp/gpu-capacity/name, for several searches)
+#   bash benchmarks/gpu/device.sh bench SCRIPT ARGS # on the GPU machine's CPUs: python3 benchmarks/SCRIPT ARGS (from /tmp;
+#                                               # write under /tmp/gpu-bench), /tmp/gpu-bench tarred to $OUT
+#   bash benchmarks/gpu/device.sh serve PROFILE [PORT] # on the GPU: launch PROFILE in the background (it outlives
+#                                               # the call while the machine is held), return once it is healthy
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SHARED="${SLOGATE_GPU_RECIPE:-$ROOT/../shared/gpu}"
@@ -28,7 +33,7 @@ gpu_env() {
   export PYTHONPATH="$SITE:$EXTRA_SITE:/tmp/slogate-pkg" HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 }
 
-case "${1:?usage: device.sh pack|receive K|setup|sweep ARGS|capacity ARGS}" in
+case "${1:?usage: device.sh pack|receive K|setup|sweep ARGS|capacity ARGS|bench SCRIPT ARGS|serve PROFILE [PORT]}" in
 pack)
   py="${PYTHON:-$ROOT/.venv/bin/python}"
   bash "$SHARED/fetch.sh" "$GPU_DIR"
@@ -101,13 +106,38 @@ capacity)
   gpu_env
   out=/tmp/gpu-capacity
   code=0
+  run_out="$out${CAPACITY_RUN:+/$CAPACITY_RUN}"
   # From /tmp: the checkout's own slogate/ folder, on the path as the cwd, would hide slogate.slo
   # (gpu_env lays the package out in /tmp/slogate-pkg). Paths in ARGS must be absolute.
-  (cd /tmp && python3 -m slogate.cli capacity --out "$out" "$@") || code=$?
+  (cd /tmp && python3 -m slogate.cli capacity --out "$run_out" "$@") || code=$?
   # Every step's report stays in the archive; the hlog time series are left out (size).
   tar --exclude='*.hlog' -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
   [ -z "${OUT:-}" ] || cp "$out.tar.gz" "$OUT/"
   exit $code
+  ;;
+bench)
+  gpu_env
+  script="${2:?bench SCRIPT ARGS}"
+  shift 2
+  mkdir -p /tmp/gpu-bench
+  code=0
+  (cd /tmp && python3 "$ROOT/benchmarks/$script" "$@") || code=$?
+  tar -czf /tmp/gpu-bench.tar.gz -C /tmp gpu-bench
+  [ -z "${OUT:-}" ] || cp /tmp/gpu-bench.tar.gz "$OUT/"
+  exit $code
+  ;;
+serve)
+  gpu_env
+  port="${3:-8000}"
+  (cd /tmp && setsid nohup python3 -m slogate.cli launch --port "$port" "${2:?serve PROFILE [PORT]}" \
+    >/tmp/serve.log 2>&1 </dev/null &)
+  for _ in $(seq 420); do
+    if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=2)" 2>/dev/null; then
+      echo "serving $2 on port $port after $SECONDS s"; exit 0
+    fi
+    sleep 1
+  done
+  tail -20 /tmp/serve.log; echo "device.sh: $2 not healthy after 420 s" >&2; exit 4
   ;;
 *)
   echo "device.sh: unknown step $1" >&2; exit 2
