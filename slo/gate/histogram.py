@@ -17,11 +17,10 @@ under-reported, and over-reported by at most 0.1%.
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -43,7 +42,14 @@ def nearest_rank(percentile: float, n: int) -> int:
     p = float(percentile)
     if not 0 < p <= 100:  # also refuses NaN
         raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
-    return max(1, math.ceil(Fraction(repr(p)) * n / 100))
+    q = _decimal(p)
+    return max(1, -(-q.numerator * n // (q.denominator * 100)))  # ceil(q * n / 100) in integers
+
+
+@lru_cache(maxsize=64)
+def _decimal(p: float) -> Fraction:
+    """p's decimal form as a fraction (a judge asks for the same few percentiles many times)."""
+    return Fraction(repr(p))
 
 
 def _equivalent_range_us(h: HdrHistogram, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
