@@ -139,7 +139,7 @@ def test_a_run_with_the_ca_bundle_verifies_everywhere(tls_server, certificates, 
     """No --model: discovery, /tokenize, the streams and /metrics all over TLS, against the CA."""
     url, log = tls_server
     run = locust_run(
-        url, "-u", "2", "-r", "2", "-t", "4s", "--stop-timeout", "5", "--ca-bundle", str(certificates["ca"]),
+        url, "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "5", "--ca-bundle", str(certificates["ca"]),
         "--no-prime-prefixes",
         "--shared-prefix-tokens", "20", "--server-metrics-interval", "0.5", locustfile=locustfile, timeout=60,
     )  # fmt: skip

@@ -35,7 +35,7 @@ def logged_digests(log: Path) -> list[str]:
 
 def test_a_second_run_sends_no_body_of_the_first_and_its_nonce_reproduces_it(own_fault_server, locust_run) -> None:
     url, log = own_fault_server
-    args = ["-u", "1", "-r", "1", "-t", "2s", "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "50"]
+    args = ["-u", "1", "-r", "1", "-t", "1s", "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "50"]
     first = locust_run(url, *args)
     first_digests = logged_digests(log)
     nonce = first.report["run"]["workload"]["prompt_nonce"]

@@ -301,6 +301,19 @@ def http(url: str, data: dict[str, str] | None = None) -> str:
         return resp.read().decode()
 
 
+def wait_for_run(ui: str, log: Path, auth: str, deadline: float) -> None:
+    """Poll until a stream and a /metrics scrape have come with `auth`'s credentials (the server's
+    log) and the web UI counts a request."""
+
+    def measured() -> bool:
+        return json.loads(http(ui + "/slo/status")).get("metrics", {}).get("all", {}).get("requests", 0) > 0
+
+    while not ({"/v1/chat/completions", "/metrics"} <= {c["path"] for c in calls(log) if c["auth"] == auth}
+               and measured()):  # fmt: skip
+        assert time.monotonic() < deadline, calls(log)[-20:]
+        time.sleep(0.1)
+
+
 def test_web_ui_never_shows_the_credentials(auth_server: tuple[str, Path], tmp_path: Path) -> None:
     url, log = auth_server
     report_dir, logfile = tmp_path / "report", tmp_path / "locust.log"
@@ -334,7 +347,7 @@ def test_web_ui_never_shows_the_credentials(auth_server: tuple[str, Path], tmp_p
         assert url in pages["start /"]  # the form's host field: the bare URL
         # 1. Start from the form as shown (the bare URL): the credentials of --host still apply.
         pages["swarm 1"] = http(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": url})
-        time.sleep(2.5)
+        wait_for_run(ui, log, "url", deadline)  # streamed and scraped with the URL's credentials
         fetch_pages("run 1")
         run1 = json.loads(pages["run 1 /slo/status"])["metrics"]["all"]
         assert run1["requests"] > 0 and run1["failures"] == 0
@@ -342,7 +355,7 @@ def test_web_ui_never_shows_the_credentials(auth_server: tuple[str, Path], tmp_p
         # 2. Credentials typed into the form's host field: used, never shown.
         typed = with_credentials(url, FORM_PASSWORD)
         pages["swarm 2"] = http(ui + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": typed})
-        time.sleep(2.5)
+        wait_for_run(ui, log, "form", deadline)
         fetch_pages("run 2")
         http(ui + "/stop", {})
     finally:

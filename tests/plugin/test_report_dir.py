@@ -39,7 +39,7 @@ def test_a_report_directory_lost_during_the_run_still_prints_the_verdict_and_exi
     url, _ = own_fault_server
     (tmp_path / "slo.yaml").write_text(SLO)
     report_dir = tmp_path / "report"
-    extra = ["-u", "1", "-t", "6s", "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20"]
+    extra = ["-u", "1", "-t", "3s", "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20"]
     argv = locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=extra)
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -109,7 +109,7 @@ def test_a_disk_full_during_the_run_leaves_no_journal_that_is_none(own_fault_ser
         "-u",
         "1",
         "-t",
-        "6s",
+        "3s",  # a journal entry at 2 s, after the disk filled
         "--slo-interval-s",
         "1",
         "--model",

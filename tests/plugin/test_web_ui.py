@@ -224,7 +224,8 @@ def test_a_run_from_the_form_fills_the_tab_in_a_real_browser(web_ui: str, tmp_pa
         first = drawn(driver)
         wait.until(lambda d: drawn(d) > first)
         assert chart_ink(driver) > 100  # the p95 line of `all` in its colour, not just axes
-        wait.until(lambda d: drawn(d) >= 8)
+        if UPDATE_DOCS:
+            wait.until(lambda d: drawn(d) >= 8)  # the README's picture shows 8 intervals
         shot = (DOCS if UPDATE_DOCS else tmp_path) / "web-ui-tab.png"  # the README's picture: the tab while running
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
         driver.save_screenshot(str(ARTIFACTS / "web-ui-running.png"))
