@@ -13,16 +13,18 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from slogate.launch import fault_server as fault
 from slogate.launch.locust_command import locust_argv, locustfile_path
 from slogate.launch.server import free_port
+
+from tests import session_vllm
+from tests.session_vllm import warm_up
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # recorded streams, scrapes, reports, traces
@@ -106,43 +108,37 @@ def locust_run(tmp_path: Path):
     return run
 
 
-def start_cpu_tiny(log_path: Path) -> Any:
-    """The cpu-tiny vLLM server on a free port (a `Launched`), serving LoRA adapters `a` and `b` of
-    its model too (tests/e2e/test_vllm_adapters.py; the base model's answers are as without them,
-    its TPOT ~20 % longer); skipped when vLLM is not installed,
-    unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then missing vLLM is a failure, never a silent skip."""
-    from slogate.launch.installation import InstallError
-    from slogate.launch.launcher import start_profile
-
-    try:
-        return start_profile(
-            "cpu-tiny", "127.0.0.1", free_port(), install=False, validate=False, log_path=log_path, adapters=2
-        )
-    except InstallError as e:
-        if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
-            pytest.fail(f"vLLM required but not available: {e}")
-        pytest.skip(f"vLLM not installed ({e}); run `slogate setup-cpu`")
-
-
-def warm_up(url: str) -> None:
-    """One completion before any test's: the CPU server's first requests compile and fill caches on
-    every core, which a test's first timed run would otherwise share the machine with."""
-    body = json.dumps({"model": "tiny", "prompt": "warm up", "max_tokens": 4, "ignore_eos": True}).encode()
-    request = urllib.request.Request(f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as resp:
-        assert resp.status == 200, resp.status
+def vllm_missing(why: str) -> NoReturn:
+    """Skipped without vLLM, unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then a failure, never a silent skip."""
+    if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
+        pytest.fail(f"vLLM required but not available: {why}")
+    pytest.skip(f"vLLM not installed ({why}); run `slogate setup-cpu`")
 
 
 class SessionVllm:
-    """The session's vLLM CPU server. A test may kill it and start it again on the same port
-    (tests/launch/test_server_restart.py): its URL stays, and what is stopped at the end is the
-    process running then. Each CPU start costs 20-40 s, so the suite starts one."""
+    """The session's vLLM CPU server (tests/session_vllm.py): started here, or adopted from the holder
+    scripts/test.sh started before the parallel tests (SLOGATE_TEST_VLLM_STATE). A test may kill it and
+    start it again on the same port (tests/launch/test_server_restart.py): its URL stays, and what is
+    stopped at the end is the process running then. Each CPU start costs 20-40 s, so the suite starts one."""
 
     def __init__(self, log_dir: Path) -> None:
+        from slogate.launch.installation import InstallError
+
+        state = os.environ.get(session_vllm.STATE_ENV)
         began = time.monotonic()
-        self.launched = start_cpu_tiny(log_dir / "log")
-        self.start_s = time.monotonic() - began  # how long a start takes on this machine
-        self.log_dir, self.server, self.url = log_dir, self.launched.server, self.launched.server.url
+        try:
+            if state:
+                self.server, facts = session_vllm.adopt(Path(state), session_vllm.TEXT)
+                self.plan, self.start_s = session_vllm.plan_again(session_vllm.TEXT, facts["port"]), facts["start_s"]
+            else:
+                launched = session_vllm.start_server(session_vllm.TEXT, log_dir / "log")
+                self.server, self.plan = launched.server, launched.plan
+                self.start_s = time.monotonic() - began  # how long a start takes on this machine
+        except InstallError as e:
+            vllm_missing(str(e))
+        except RuntimeError as e:  # the holder's server did not start
+            pytest.fail(str(e))
+        self.log_dir, self.url = log_dir, self.server.url
         self.starts = 1
 
     def kill(self) -> float:
@@ -156,14 +152,15 @@ class SessionVllm:
         from slogate.launch.launcher import start
 
         self.starts += 1
-        self.server = start(self.launched.plan, self.log_dir / f"log.{self.starts}")
-        self.server.wait_healthy(self.launched.plan.profile.health_timeout_s, poll_s=0.1)
+        server = start(self.plan, self.log_dir / f"log.{self.starts}")
+        self.server = server
+        server.wait_healthy(self.plan.profile.health_timeout_s, poll_s=0.1)
         return time.time()
 
 
 @pytest.fixture(scope="session")
 def vllm_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionVllm]:
-    """The real vLLM CPU server with the tiny generated model, started once per session.
+    """The real vLLM CPU server with the tiny generated model, once per session (`SessionVllm`).
 
     Skipped when vLLM is not installed, unless SLOGATE_REQUIRE_VLLM=1 (CI sets it): then missing
     vLLM is a failure, never a silent skip. Not validated here: tests/launch/test_validate.py checks the

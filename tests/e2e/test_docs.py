@@ -9,7 +9,7 @@ Markers, an HTML comment on the line before a fenced block:
     <!-- example: parse -->        parse each `slogate ...` command (needs a GPU, Kubernetes, ...)
     <!-- file: slo.yaml -->        this block is a file the page's runnable commands read
 Runnable commands target `http://localhost:8000`, replaced by the fault server's URL (paced like a
-server: 30 ms TTFT, 4 tokens), and their run time (`-t`, `--run-time`) is cut to 5 s.
+server: 30 ms TTFT, 4 tokens), and their run time (`-t`, `--run-time`) is cut to 6 s.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_commands_marked_parsed_parse(block: Block) -> None:
 
 
 def shortened(words: list[str], host: str) -> list[str]:
-    """The command as the test runs it: the fault server's URL, an 8 s run, the checkout's files
+    """The command as the test runs it: the fault server's URL, a 6 s run, the checkout's files
     (`slo/defaults/demo.yaml`, `locustfiles/chat.py`) by their absolute path."""
     out = [w.replace(HOST, host) for w in words]
     out = [
@@ -126,7 +126,7 @@ def shortened(words: list[str], host: str) -> list[str]:
     ]
     for i, w in enumerate(out[:-1]):
         if w in ("-t", "--run-time"):
-            out[i + 1] = "8s"  # past the examples' 3 s warm-up, long enough for min_samples on a slow machine
+            out[i + 1] = "6s"  # 3 s past the examples' 3 s warm-up: 20 shared samples or more, min_samples 10
     if out[0] == "locust" or out[1] == "run":  # the fault server answers like a server: 30 ms TTFT, 4 tokens
         out += ([] if out[0] == "locust" or "--" in out else ["--"]) + ["--model", PACED]
     return out

@@ -1,7 +1,7 @@
 """End to end against real vLLM CPU serving two LoRA adapters of the tiny model (made offline,
 launch/adapters.py): requests spread over them by weight, each adapter gated as its own class, and
 vLLM's LoRA figures in the server section. The session's server serves adapters a and b
-(tests/conftest.py: `start_cpu_tiny`), so this test costs no server start of its own."""
+(tests/session_vllm.py), so this test costs no server start of its own."""
 
 import urllib.request
 from pathlib import Path

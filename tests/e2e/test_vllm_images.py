@@ -1,39 +1,39 @@
 """End to end against real vLLM CPU serving the tiny vision-language model (made offline,
 launch/vision_model.py, profile cpu-vision): chat requests with 0 or 1 generated image, each count
 gated as its own tag, the image's tokens in the server's usage (docs/workloads/images.md has 4 too:
-at ~9 s a request here, too slow for the suite). One server start of its own
-(the session's text model has no vision encoder)."""
+at ~9 s a request here, too slow for the suite). A server of its own (the session's text model
+has no vision encoder), which scripts/test.sh starts in the background before the parallel tests."""
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slogate.launch import launcher
 from slogate.launch.installation import InstallError
-from slogate.launch.profile import load_profile
-from slogate.launch.server import free_port
+
+from tests import session_vllm
+from tests.conftest import vllm_missing
 
 pytestmark = pytest.mark.vllm
 
 
 @pytest.fixture(scope="module")
 def vision_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    profile = load_profile("cpu-vision")
+    """Its own server, or the one the holder started before the parallel tests (tests/session_vllm.py)."""
+    state = os.environ.get(session_vllm.STATE_ENV)
     try:
-        vllm = launcher.locate_vllm(profile, install=False)
+        if state:
+            server, _ = session_vllm.adopt(Path(state), session_vllm.VISION)
+        else:
+            server = session_vllm.start_server(session_vllm.VISION, tmp_path_factory.mktemp("vl") / "log").server
     except InstallError as e:
-        if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
-            pytest.fail(f"vLLM required but not available: {e}")
-        pytest.skip(f"vLLM not installed ({e}); run `slogate setup-cpu`")
-    server = launcher.start(
-        launcher.plan(profile, vllm, "127.0.0.1", free_port()), tmp_path_factory.mktemp("vl") / "log"
-    )
+        vllm_missing(str(e))
+    except RuntimeError as e:  # the holder's server did not start
+        pytest.fail(str(e))
     try:
-        server.wait_healthy(profile.health_timeout_s)
         yield server.url
-    finally:
-        server.stop()
+    finally:  # a second of grace: its interpreter lingers 20 s after its shutdown (vLLM 0.32), for nothing
+        server.stop(grace_s=1)
 
 
 def test_images_per_request_are_tagged_gated_and_counted_in_the_servers_prompt_tokens(

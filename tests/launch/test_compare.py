@@ -1,18 +1,23 @@
-"""The before/after comparison: the table and chart from reports, and end to end on real vLLM."""
+"""The before/after comparison: the table and chart from reports, and `slogate compare` on real vLLM."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from slogate.launch.compare import comparison_rows, write_comparison
+from slogate.launch.compare import RATIO, comparison_rows, write_comparison
+from slogate.launch.profile import Profile
+from slogate.launch.runner import run_locust
 from slogate.launch.server import free_port
+from slogate.locustfiles.load.words import WORDS
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.report import Report, RunInfo
 from slogate.slo.gate.spec import parse_spec
+
+from slogate.cli import main
+from slogate.commands import compare as compare_command
 
 SPEC = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200, "class": "shared"}]})
 
@@ -64,31 +69,68 @@ def test_table_has_ratios_to_the_first_profile_and_verdicts(tmp_path: Path) -> N
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.vllm
-def test_compare_shows_the_prefix_caching_effect_on_real_vllm(tmp_path: Path) -> None:
-    """cpu-tiny without and with prefix caching, same workload: shared-prefix TTFT drops."""
+def salted_and_plain_datasets(tmp_path: Path) -> dict[bool, Path]:
+    """The same chat requests (one ~1,000-token system prompt, a question of their own, 2-token
+    answers), plain, and with a `cache_salt` of their own (vLLM: a salted request's blocks never match
+    another's, so it misses the prefix cache as on a server without one). 300 lines, each sent once
+    before any twice: more than a run sends, so no salted request repeats."""
+    system = " ".join(WORDS[i % len(WORDS)] for i in range(420))  # ~1,000 of the tiny model's tokens
+    files = {}
+    for salted in (False, True):
+        lines = []
+        for i in range(300):
+            entry = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": f"question {i}"}]}
+            entry |= {"max_tokens": 2, "ignore_eos": True} | ({"cache_salt": f"salt-{i}"} if salted else {})
+            lines.append(json.dumps(entry))
+        files[salted] = tmp_path / f"{'salted' if salted else 'plain'}.jsonl"
+        files[salted].write_text("\n".join(lines) + "\n")
+    return files
+
+
+def test_compare_runs_each_profile_in_turn_and_shows_the_prefix_caching_effect_on_real_vllm(
+    vllm_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`slogate compare` of cpu-tiny without and with prefix caching, as a user runs it, with the
+    launch left out (vLLM's parser and two server starts: 95 s on 2 cores; the session's server starts
+    through the same `start_profile`, tests/launch/test_validate.py runs the parser): each profile's
+    load goes to the session's server, where the profile without a prefix cache is a `cache_salt` on
+    every request. The profiles' own arguments pick that: the rows tell the two apart by the server's
+    cached tokens (exact: 0 and ~85 %) and by the TTFT the cache saves."""
     (tmp_path / "no-cache.yaml").write_text("extends: cpu-tiny\nargs: {enable-prefix-caching: false}\n")
     (tmp_path / "cache.yaml").write_text("extends: cpu-tiny\n")
-    out = tmp_path / "cmp"
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "slogate.cli", "compare",
-            str(tmp_path / "no-cache.yaml"), str(tmp_path / "cache.yaml"),
-            "--out", str(out), "--port", str(free_port()), "--run-time", "8s",
-            "--", "--shared-prefix-tokens", "2000", "--shared-fraction", "0.5", "--slo-warmup-s", "1",
-            "--users", "2", "--max-tokens", "2",  # answers of 2 tokens: TTFT is most of each request
-        ],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    slo = tmp_path / "slo.yaml"  # the demo's names class `shared`, which a dataset's requests are not
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 50, max_ms: 60000}\nmin_samples: 1\n")
+    datasets = salted_and_plain_datasets(tmp_path)
+    validated, ran = [], []
+
+    def validate(vllm: object, *profiles: Profile) -> str:
+        validated.extend(p.name for p in profiles)
+        return "0.32.0"
+
+    def run_profile(profile: Profile, port: int, report_dir: Path, **kw: Any) -> Report:
+        ran.append((profile.name, port, kw["slo_file"], kw["extra"]))
+        salted = "--no-enable-prefix-caching" in profile.server_args()
+        extra = [*kw["extra"], "--dataset", str(datasets[salted])]
+        return run_locust(vllm_server, report_dir, config=kw["config"], slo_file=kw["slo_file"], extra=extra)
+
+    monkeypatch.setattr(compare_command, "validate", validate)
+    monkeypatch.setattr(compare_command, "run_profile", run_profile)
+    out, port = tmp_path / "cmp", free_port()
+    code = main([
+        "compare", str(tmp_path / "no-cache.yaml"), str(tmp_path / "cache.yaml"), "--out", str(out),
+        "--port", str(port), "--run-time", "6s", "--slo-file", str(slo), "--", "--users", "1", "--slo-warmup-s", "0",
+    ])  # fmt: skip
+    assert code == 0
+    locust_args = ["--run-time", "6s", "--users", "1", "--slo-warmup-s", "0"]  # the same workload for each
+    assert validated == ["no-cache", "cache"]
+    assert ran == [(name, port, str(slo), locust_args) for name in ("no-cache", "cache")]
     data = json.loads((out / "comparison.json").read_text())
-    rows = {(r["profile"], r["class"]): r for r in data["rows"]}
-    cached, uncached = rows[("cache", "shared")], rows[("no-cache", "shared")]
-    assert (out / "ttft.png").exists() and (out / "no-cache" / "slo-report.json").exists()
-    assert cached["requests"] >= 1 and uncached["requests"] >= 1, data["rows"]
-    # 8 s: 2 users with 2-token answers send dozens of shared requests a profile; with 32-token answers
-    # and 1 user, a busy CI machine got 4 (TTFT ~390 ms with and without the cache) and skipped. A
-    # machine where the CPU server answers a handful still cannot show the effect.
-    if min(cached["requests"], uncached["requests"]) < 10:
-        pytest.skip(f"the CPU server answered {uncached['requests']} shared requests in 8 s: too slow to compare")
-    assert cached["ttft_p50"] < uncached["ttft_p50"], data["rows"]
+    assert data["profiles"] == ["no-cache", "cache"]
+    rows = {r["profile"]: r for r in data["rows"] if r["class"] == "all"}
+    uncached, cached = rows["no-cache"], rows["cache"]
+    # Measured: 7 requests uncached in 4 s (TTFT p50 343 ms), 21 cached (142 ms): in 6 s, 3 at a third of that speed.
+    assert uncached["requests"] >= 3 and cached["requests"] >= 3, data["rows"]
+    assert uncached["prompt_cache_hit_rate"] == 0 and cached["prompt_cache_hit_rate"] > 0.5, data["rows"]
+    assert cached["ttft_p50"] < uncached["ttft_p50"] and float(cached[RATIO].rstrip("x")) < 1, data["rows"]
+    assert (out / "no-cache" / "slo-report.json").exists() and (out / "cache" / "slo-report.json").exists()
+    assert (out / "ttft.png").exists() and "| cache | all |" in (out / "comparison.md").read_text()
