@@ -1,18 +1,26 @@
-"""Proof by repetition: N default `slogate capacity` searches against the fault server, whose knee at
-the SLO is known, and how often the interval covers it, how wide it is and how long a search takes.
+"""Proof by repetition: N `slogate capacity` searches against the fault server, whose knee at the
+SLO is known, and how often the interval covers it, how wide it is and how long a search takes.
 
-The fault server's `slots=c,ttft_ms=T,tokens=k,itl_ms=I` serves at most c streams at once, each
-holding its slot for S = T + (k - 1) x I ms (deterministic), and answers its first token T ms after
-a slot is free: with Poisson arrivals it is an M/D/c queue whose TTFT is the queue wait plus T. The
-true knee at "p95 TTFT <= target" is the rate whose steady-state p95 wait is target - T, computed
-here independently of slogate by simulating that queue (`p95_wait_ms`, bisection in `true_knee`).
-The fault server has no lognormal service times (no M/G/c shape): only this one is measured.
+The fault server's `slots=c,ttft_ms=T,tokens=k,itl_ms=I` serves at most c streams at once (an
+asyncio semaphore: first come first served), each holding its slot for S = T + (k - 1) x I ms,
+and writes its first content token T ms after it got its slot: with Poisson arrivals it is an
+M/D/c FCFS queue whose TTFT is the queue wait plus T. With `lognormal=s` every request's T and
+each I are multiplied by one factor F drawn from a lognormal of mean 1 (mu = -s^2/2, sigma s):
+an M/G/c queue whose service is F x S and whose TTFT is the wait plus F x T. The true knee at
+"p95 TTFT <= target" is the rate whose steady-state p95 TTFT is the target, computed here
+independently of slogate by simulating that queue (`p95_ttft_ms`; bisection in `true_knee`, with
+the same random numbers at every rate, so the p95 is monotone in the rate).
 
 Each search is the CLI as a user runs it, no tuning flag (`--rate-start`, `--step-s`, ... at their
-defaults), with the workload after `--`:
+defaults), with the workload after `--`; `--parallel K` runs K searches at once, each against a
+fault server of its own (`--cpus-per-search C`: the server and the search pinned with `taskset` to
+C cores of their own, cores 0..C-1 for the first). The summary (coverage, widths, durations, every
+interval) goes to `summary.json` and `summary.md` in `--out`:
 
-    .venv/bin/python benchmarks/capacity_repeat.py [--searches 20] [--slots 8 --ttft-ms 200 --tokens 5
-        --itl-ms 50] [--target-ms 320] [--out DIR] [-- extra slogate capacity options]
+    .venv/bin/python benchmarks/capacity_repeat.py [--searches 20 | --simulate 40] [--parallel 4
+        --cpus-per-search 3] [--search-timeout-s 500] [--slots 8 --ttft-ms 200 --tokens 5 --itl-ms 50]
+        [--lognormal 0.5 --target-ms 600] [--target-ms 320] [--out DIR]
+        [-- extra slogate capacity options]
 """
 
 from __future__ import annotations
@@ -20,95 +28,370 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import os
+import queue
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 from slogate.launch import fault_server
+from slogate.launch.knee import SearchSettings, search
+from slogate.launch.knee_interval import StepJudge
+from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, certain_verdict, look, waits_for
+from slogate.slo.gate.facts import DECIDED, RunStop
+from slogate.slo.gate.judge import judge
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.record import RequestRecord
+from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.spec import SloSpec, parse_spec
 
 
-def p95_wait_ms(rate: float, slots: int, service_ms: float, arrivals: int = 400_000, seed: int = 1) -> float:
-    """The p95 queue wait (ms) of an M/D/c FCFS queue at `rate` req/s, over `arrivals` Poisson
-    arrivals after a tenth as many to reach the steady state."""
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The fault server's queue: `slots` streams at once, each holding its slot `service_ms`."""
+
+    slots: int = 8
+    ttft_ms: float = 200.0
+    tokens: int = 5
+    itl_ms: float = 50.0
+    lognormal: float = 0.0  # sigma of the per-request factor on every hold time (0: deterministic, M/D/c)
+
+    @property
+    def service_ms(self) -> float:
+        return self.ttft_ms + (self.tokens - 1) * self.itl_ms
+
+    @property
+    def capacity_rps(self) -> float:
+        """Requests per second the slots serve flat out (the factor's mean is 1)."""
+        return self.slots * 1000 / self.service_ms
+
+    def model(self, seed: int = 0) -> str:
+        """The `--model` that asks the fault server for this shape (`seed`: its lognormal factors'
+        stream, one per search, so that searches are independent)."""
+        spec = f"slots={self.slots},ttft_ms={self.ttft_ms:g},tokens={self.tokens},itl_ms={self.itl_ms:g}"
+        return spec + (f",lognormal={self.lognormal:g},seed={seed}" if self.lognormal else "")
+
+    def kind(self) -> str:
+        return f"M/{'G' if self.lognormal else 'D'}/{self.slots}"
+
+
+def ttft_samples(rate: float, shape: Shape, arrivals: int = 400_000, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Steady-state queue waits and TTFTs (ms) of the shape's FCFS queue at `rate` req/s: `arrivals`
+    Poisson arrivals after a tenth as many to reach the steady state (discarded)."""
     rng = np.random.default_rng(seed)
     warm = arrivals // 10
-    times = np.cumsum(rng.exponential(1000 / rate, arrivals + warm))
-    free = [0.0] * slots  # when each slot is next free (ms), a heap
-    waits = np.empty(arrivals + warm)
-    for i, t in enumerate(times):
+    n = arrivals + warm
+    times = np.cumsum(rng.exponential(1.0, n)) * (1000 / rate)  # the same draws at every rate
+    s = shape.lognormal
+    factor = rng.lognormal(-s * s / 2, s, n) if s else np.ones(n)
+    service = (factor * shape.service_ms).tolist()
+    free = [0.0] * shape.slots  # when each slot is next free (ms), a heap
+    waits = np.empty(n)
+    for i, t in enumerate(times.tolist()):
         start = max(t, free[0])
         waits[i] = start - t
-        heapq.heapreplace(free, start + service_ms)
-    return float(np.percentile(waits[warm:], 95))
+        heapq.heapreplace(free, start + service[i])
+    return waits[warm:], (waits + factor * shape.ttft_ms)[warm:]
 
 
-def true_knee(slots: int, service_ms: float, wait_target_ms: float) -> float:
-    """The rate (req/s) at which the p95 wait reaches `wait_target_ms`, by bisection below capacity."""
-    low, high = 0.01 * slots * 1000 / service_ms, slots * 1000 / service_ms
-    for _ in range(20):
+def p95_ttft_ms(rate: float, shape: Shape, arrivals: int = 400_000, seed: int = 1) -> float:
+    """The steady-state p95 TTFT (ms) of the shape's queue at `rate` req/s (`ttft_samples`)."""
+    return float(np.percentile(ttft_samples(rate, shape, arrivals, seed)[1], 95))
+
+
+def true_knee(shape: Shape, target_ms: float, arrivals: int = 400_000) -> float:
+    """The rate (req/s) at which the steady-state p95 TTFT reaches `target_ms`, by bisection below
+    the capacity."""
+    low, high = 0.01 * shape.capacity_rps, shape.capacity_rps
+    if p95_ttft_ms(low, shape, arrivals) > target_ms:
+        raise ValueError(f"p95 TTFT above {target_ms:g} ms even at {low:g} req/s: no knee")
+    for _ in range(22):
         mid = (low + high) / 2
-        low, high = (mid, high) if p95_wait_ms(mid, slots, service_ms) <= wait_target_ms else (low, mid)
+        low, high = (mid, high) if p95_ttft_ms(mid, shape, arrivals) <= target_ms else (low, mid)
     return (low + high) / 2
+
+
+STARTUP_S = 2.0  # a step's Locust start and stop, measured: a 5 + 30 s step took 36.9 s of wall time
+
+
+class SimulatedStep:
+    """A `RunStep` against the shape's queue simulated in-process (`--simulate`): Poisson arrivals
+    into an empty queue (as a step starts), `warmup_s` not judged, `--slo-stop-when-decided`
+    emulated by a look a second (on the requests whose first token had come), those waiting at the
+    stop counted with the time they had waited; `wall_s` adds up what the steps would take. No
+    abort on fail (steps with the early stop do not abort; without it the emulation runs them whole)."""
+
+    def __init__(self, shape: Shape, spec: SloSpec, warmup_s: float, early_stop: bool, seed: int) -> None:
+        self.shape, self.spec, self.warmup_s, self.early_stop = shape, spec, warmup_s, early_stop
+        self.rng = np.random.default_rng(seed)
+        self.wall_s = 0.0
+
+    def ttfts(self, rate: float, span_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Send times (s) and TTFTs (ms) of the arrivals in `span_s` seconds from an empty queue."""
+        n = self.rng.poisson(rate * span_s)
+        sent = np.sort(self.rng.uniform(0, span_s, n)) * 1000
+        s = self.shape.lognormal
+        factor = self.rng.lognormal(-s * s / 2, s, n) if s else np.ones(n)
+        free = [0.0] * self.shape.slots
+        waits = np.empty(n)
+        for i, t in enumerate(sent.tolist()):
+            start = max(t, free[0])
+            waits[i] = start - t
+            heapq.heapreplace(free, start + factor[i] * self.shape.service_ms)
+        return sent / 1000, waits + factor * self.shape.ttft_ms
+
+    def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
+        sent, ttft = self.ttfts(rate, self.warmup_s + step_s)
+        keep = sent >= self.warmup_s
+        sent, ttft = sent[keep], ttft[keep]
+        first = sent + ttft / 1000
+        end, stop = self.warmup_s + step_s, None
+        if self.early_stop:
+            store, added, order = MetricsStore(interval_s=1.0), 0, np.argsort(first)
+            for at in np.arange(self.warmup_s + 1, end + 1e-9, 1.0):
+                while added < len(order) and first[order[added]] <= at:
+                    store.add(_record(sent[order[added]], ttft[order[added]]))
+                    added += 1
+                looks = look(self.spec, store, DEFAULT_CONFIDENCE)
+                verdict = certain_verdict(looks, waits_for(self.spec, (), False), ())
+                if verdict is not None:
+                    end, stop = (
+                        float(at),
+                        RunStop(DECIDED, float(at), step_s, verdict, DEFAULT_CONFIDENCE, tuple(looks)),
+                    )
+                    break
+        self.wall_s += STARTUP_S + end
+        store = MetricsStore(interval_s=1.0)
+        for t, ms in zip(sent.tolist(), ttft.tolist(), strict=True):
+            if t < end:
+                store.add(_record(t, min(ms, (end - t) * 1000)))
+        return judge(self.spec, store, RunInfo(warmup_s=self.warmup_s, stopped=stop))
+
+
+def _record(sent_s: float, ttft_ms: float) -> RequestRecord:
+    us = int(ttft_ms * 1000)
+    return RequestRecord("shared", 1000.0 + sent_s, e2e_us=us + 1000, ttft_us=us)
+
+
+def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[str]) -> list[Row]:
+    """`--simulate N`: N searches in-process against `SimulatedStep`s, with the CLI's search options."""
+    ap = argparse.ArgumentParser(prog="simulated search options")
+    ap.add_argument("--rate-start", type=float, default=1.0)
+    ap.add_argument("--precision", type=float, default=0.1)
+    ap.add_argument("--step-s", type=float, default=30.0)
+    ap.add_argument("--warmup-s", type=float, default=5.0)
+    ap.add_argument("--max-steps", type=int, default=12)
+    ap.add_argument("--probe-s", type=float, default=3.0)
+    ap.add_argument("--batch-s", type=float, default=None)
+    ap.add_argument("--no-early-stop", dest="early_stop", action="store_false")
+    o = ap.parse_args(extra)
+    spec = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": args.target_ms}]})
+    settings = SearchSettings(o.rate_start, o.precision, o.step_s, o.max_steps, probe_s=o.probe_s)
+    rows = []
+    for i in range(1, args.simulate + 1):
+        early = o.early_stop and o.batch_s is None
+        step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i)
+        probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i)
+        result = search(
+            step, settings, Path("/nonexistent"), judge=StepJudge(spec, batch_s=o.batch_s), probe_step=probe
+        )
+        low, high = result.interval_rps
+        covered = low is not None and high is not None and low <= knee <= high
+        width = (high - low) / knee if low is not None and high is not None else None
+        wall = step.wall_s + probe.wall_s
+        rows.append(Row(i, low, high, covered, width, round(wall, 1), len(result.steps), result.exit_code(), None,
+                        result.stopped_because))  # fmt: skip
+    return rows
+
+
+@dataclass(slots=True)
+class Row:
+    """One search as capacity.json and the clock saw it."""
+
+    search: int
+    low: float | None
+    high: float | None
+    covered: bool
+    width: float | None  # (high - low) / the true knee
+    wall_s: float
+    steps: int | None
+    exit_code: int | None
+    cpus: str | None
+    stopped_because: str = ""
+
+
+def run_search(
+    i: int,
+    url: str,
+    slo: Path,
+    where: Path,
+    shape: Shape,
+    knee: float,
+    extra: list[str],
+    cpus: str | None,
+    limit_s: float | None = None,
+) -> Row:
+    """One `slogate capacity` search against `url`, pinned to `cpus` when given, stopped (SIGTERM,
+    then SIGKILL 20 s later) after `limit_s`: a row without an interval then."""
+    pin = ["taskset", "-c", cpus] if cpus else []
+    pin = [*(["timeout", "--kill-after=20", f"{limit_s:g}"] if limit_s else []), *pin]
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            *pin, sys.executable, "-m", "slogate.cli", "capacity", "--host", url, "--slo-file", str(slo),
+            "--out", str(where), *extra,
+            "--", "--model", shape.model(seed=i), "--shared-prefix-tokens", "20", "--arrival-process", "poisson",
+        ],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    wall = time.monotonic() - started
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "capacity-stdout.txt").write_text(done.stdout + done.stderr)
+    try:
+        data = json.loads((where / "capacity.json").read_text())
+    except (OSError, ValueError):
+        data = {"exit_code": done.returncode, "stopped_because": (done.stderr.strip().splitlines() or [""])[-1]}
+    low, high = data.get("interval_rps") or [None, None]
+    covered = low is not None and high is not None and low <= knee <= high
+    width = (high - low) / knee if low is not None and high is not None else None
+    return Row(i, low, high, covered, width, round(wall, 1), data.get("steps_run"), data.get("exit_code"), cpus,
+               data.get("stopped_because", ""))  # fmt: skip
+
+
+def cpu_sets(parallel: int, per_search: int | None) -> list[str | None]:
+    """The cores each of the `parallel` lanes is pinned to (`taskset -c` lists), or None each."""
+    if not per_search:
+        return [None] * parallel
+    if shutil.which("taskset") is None:
+        sys.exit("capacity_repeat: --cpus-per-search needs taskset (util-linux)")
+    have = os.cpu_count() or 1
+    if parallel * per_search > have:
+        sys.exit(f"capacity_repeat: {parallel} x {per_search} cores asked, {have} here")
+    return [f"{k * per_search}-{(k + 1) * per_search - 1}" for k in range(parallel)]
+
+
+def summarize(
+    rows: list[Row], shape: Shape, knee: float, target_ms: float, extra: list[str], load: dict, simulated: bool = False
+) -> dict:
+    widths = [r.width for r in rows if r.width is not None]
+    walls = [r.wall_s for r in rows]
+    return {
+        "shape": {**asdict(shape), "queue": shape.kind(), "capacity_rps": shape.capacity_rps, "model": shape.model()},
+        "target_p95_ttft_ms": target_ms,
+        "true_knee_rps": round(knee, 3),
+        "extra_options": extra,
+        "simulated": simulated,  # --simulate: in-process against the simulated queue, wall times as accounted
+        "searches": len(rows),
+        "covered": sum(r.covered for r in rows),
+        "width_median": float(np.median(widths)) if widths else None,
+        "width_max": max(widths, default=None),
+        "both_ends": len(widths),
+        "wall_s_median": float(np.median(walls)) if walls else None,
+        "wall_s_max": max(walls, default=None),
+        "load": load,
+        "rows": [asdict(r) for r in rows],
+    }
+
+
+def markdown(s: dict) -> str:
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    head = (
+        f"{s['searches']} {'simulated ' if s['simulated'] else ''}searches against `{s['shape']['model']}` "
+        f"({s['shape']['queue']}, capacity "
+        f"{s['shape']['capacity_rps']:.3g} req/s; true knee at p95 TTFT <= {s['target_p95_ttft_ms']:g} ms: "
+        f"{s['true_knee_rps']:.2f} req/s), options `{' '.join(s['extra_options']) or '(defaults)'}`: **covered "
+        f"{s['covered']}/{s['searches']}**, width median {pct(s['width_median'])} max {pct(s['width_max'])} "
+        f"({s['both_ends']} with both ends), wall median {s['wall_s_median'] or 0:.0f} s "
+        f"max {s['wall_s_max'] or 0:.0f} s. "
+        f"Load average before/after: {s['load']['before']} / {s['load']['after']}.\n\n"
+    )
+    lines = [
+        "| search | interval (req/s) | covers | width | steps | wall (s) | exit | cpus |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in s["rows"]:
+        lines.append(
+            f"| {r['search']} | [{r['low']}, {r['high']}] | {'yes' if r['covered'] else 'no'} | {pct(r['width'])} "
+            f"| {r['steps']} | {r['wall_s']:.0f} | {r['exit_code']} | {r['cpus'] or '-'} |"
+        )
+    return head + "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--searches", type=int, default=20)
+    ap.add_argument("--parallel", type=int, default=1, help="searches at once, each with its own fault server")
+    ap.add_argument("--cpus-per-search", type=int, default=None, help="pin each lane (server + search) to C cores")
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--ttft-ms", type=float, default=200)
     ap.add_argument("--tokens", type=int, default=5)
     ap.add_argument("--itl-ms", type=float, default=50)
+    ap.add_argument("--lognormal", type=float, default=0.0, help="sigma of the hold-time factor (fault server key)")
     ap.add_argument("--target-ms", type=float, default=320, help="p95 TTFT target")
+    ap.add_argument("--search-timeout-s", type=float, default=None, help="stop a search after this long")
+    ap.add_argument("--knee-only", action="store_true", help="print the true knee and stop")
+    ap.add_argument("--simulate", type=int, default=0, help="N searches in-process against the simulated queue")
     ap.add_argument("--out", type=Path, default=None)
     args, extra = ap.parse_known_args()
     extra = [a for a in extra if a != "--"]
 
+    shape = Shape(args.slots, args.ttft_ms, args.tokens, args.itl_ms, args.lognormal)
+    knee = true_knee(shape, args.target_ms)
+    print(f"{shape.kind()}, service {shape.service_ms:g} ms (x lognormal {shape.lognormal:g}): capacity "
+          f"{shape.capacity_rps:g} req/s, true knee at p95 TTFT <= {args.target_ms:g} ms: {knee:.2f} req/s",
+          flush=True)  # fmt: skip
+    if args.knee_only:
+        return
     out = args.out or Path(tempfile.mkdtemp(prefix="capacity-repeat-"))
     out.mkdir(parents=True, exist_ok=True)
-    service_ms = args.ttft_ms + (args.tokens - 1) * args.itl_ms
-    knee = true_knee(args.slots, service_ms, args.target_ms - args.ttft_ms)
-    capacity = args.slots * 1000 / service_ms
-    print(f"M/D/{args.slots}, service {service_ms:g} ms: capacity {capacity:g} req/s, true knee at p95 TTFT <= "
-          f"{args.target_ms:g} ms: {knee:.2f} req/s", flush=True)  # fmt: skip
+    if args.simulate:
+        load = {"before": [round(x, 2) for x in os.getloadavg()], "after": None, "cpus": os.cpu_count()}
+        report(out, summarize(simulate(args, shape, knee, extra), shape, knee, args.target_ms, extra, load, True))
+        return
     slo = out / "slo.yaml"
     slo.write_text(f"slos:\n  - {{name: ttft-p95, metric: ttft, percentile: 95, max_ms: {args.target_ms:g}}}\n")
-    model = f"slots={args.slots},ttft_ms={args.ttft_ms:g},tokens={args.tokens},itl_ms={args.itl_ms:g}"
-    proc, url = fault_server.spawn()
-    rows = []
+    lanes: queue.Queue[tuple[str, str | None]] = queue.Queue()
+    servers = []
+    load_before = [round(x, 2) for x in os.getloadavg()]
     try:
-        for i in range(1, args.searches + 1):
-            where = out / f"search-{i:02d}"
-            started = time.monotonic()
-            subprocess.run(
-                [
-                    sys.executable, "-m", "slogate.cli", "capacity", "--host", url, "--slo-file", str(slo),
-                    "--out", str(where), *extra,
-                    "--", "--model", model, "--shared-prefix-tokens", "20", "--arrival-process", "poisson",
-                ],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            wall = time.monotonic() - started
-            data = json.loads((where / "capacity.json").read_text())
-            low, high = data.get("interval_rps") or [None, None]
-            covered = low is not None and high is not None and low <= knee <= high
-            width = (high - low) / knee if low is not None and high is not None else None
-            rows.append((low, high, covered, width, wall, data.get("steps_run"), data.get("exit_code")))
-            print(f"search {i}: interval [{low}, {high}] covers {covered} width "
-                  f"{'-' if width is None else f'{width:.1%}'} {wall:.0f} s {data.get('steps_run')} steps "
-                  f"exit {data.get('exit_code')}", flush=True)  # fmt: skip
+        for cpus in cpu_sets(args.parallel, args.cpus_per_search):
+            proc, url = fault_server.spawn(prefix=["taskset", "-c", cpus] if cpus else [])
+            servers.append(proc)
+            lanes.put((url, cpus))
+
+        def one(i: int) -> Row:
+            url, cpus = lanes.get()
+            try:
+                row = run_search(i, url, slo, out / f"search-{i:02d}", shape, knee, extra, cpus, args.search_timeout_s)
+            finally:
+                lanes.put((url, cpus))
+            print(f"search {i}: interval [{row.low}, {row.high}] covers {row.covered} width "
+                  f"{'-' if row.width is None else f'{row.width:.1%}'} {row.wall_s:.0f} s {row.steps} steps "
+                  f"exit {row.exit_code} cpus {cpus or '-'}", flush=True)  # fmt: skip
+            return row
+
+        with ThreadPoolExecutor(args.parallel) as pool:
+            rows = list(pool.map(one, range(1, args.searches + 1)))
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    covered = sum(r[2] for r in rows)
-    widths = [r[3] for r in rows if r[3] is not None]
-    walls = [r[4] for r in rows]
-    print(f"\n{len(rows)} searches against `{model}` (true knee {knee:.2f} req/s, p95 TTFT <= {args.target_ms:g} ms): "
-          f"covered {covered}/{len(rows)}; width median {np.median(widths):.1%} max {max(widths):.1%} "
-          f"({len(widths)} with both ends); wall median {np.median(walls):.0f} s max {max(walls):.0f} s; "
-          f"reports in {out}")  # fmt: skip
+        for proc in servers:
+            proc.terminate()
+            proc.wait(timeout=10)
+    load = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
+    report(out, summarize(rows, shape, knee, args.target_ms, extra, load))
+
+
+def report(out: Path, summary: dict) -> None:
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.md").write_text(markdown(summary))
+    print("\n" + markdown(summary) + f"\nin {out}", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,13 +22,12 @@ from slogate.launch.capacity_report import PNG_NAME, step_line, write_capacity, 
 from slogate.launch.knee import (
     CapacityInputError,
     CapacityResult,
-    ProfileOutcome,
     RunStep,
     SearchSettings,
-    overall_exit_code,
     search,
 )
 from slogate.launch.knee_interval import StepJudge, early_pass_note
+from slogate.launch.knee_outcome import ProfileOutcome, overall_exit_code
 from slogate.launch.launcher import LAUNCH_ERRORS
 from slogate.launch.profile import Profile
 from slogate.slo.gate import exitcodes
@@ -37,6 +36,7 @@ from slogate.slo.gate.report import Report
 from slogate.slo.gate.spec import SloSpec
 
 Say = Callable[[str], None]
+PROBE_WARMUP_S = 1.0  # a probe's warm-up: it decides nothing, so the transient of an empty queue may show
 
 
 def locust_step(
@@ -156,8 +156,15 @@ def search_target(
         url, slo_file=options.slo_file, warmup_s=options.warmup_s, config=options.config,
         locust_args=options.locust_args, early_stop=options.early_stop, processes=options.processes,
         # Deciding early, a failing step ends once the bounds fail it: the abort's window bound would
-        # cut it before they can (a step then bounds nothing). Without the early stop, the abort.
-        abort_on_fail=not options.early_stop,
+        # cut it before they can (a step then bounds nothing). Without the early stop, the abort, but
+        # not on batches (--batch-s): a run it cut would hold too few batches to decide.
+        abort_on_fail=not options.early_stop and options.judge.batch_s is None,
+    )  # fmt: skip
+    # Probes on the way up (launch/knee_probe.py): a short warm-up, no abort, each only a direction.
+    probe = locust_step(
+        url, slo_file=options.slo_file, warmup_s=min(options.warmup_s, PROBE_WARMUP_S), config=options.config,
+        locust_args=options.locust_args, early_stop=options.early_stop, processes=options.processes,
+        abort_on_fail=False,
     )  # fmt: skip
     judge = options.judge
     note = early_pass_note(judge.spec, judge.not_blocking) if options.early_stop and judge.spec else None
@@ -167,7 +174,7 @@ def search_target(
         if min_capacity is not None and not knee:
             result = judge_at_rate(step, min_capacity, settings, out_dir, judge, lambda s: say(step_line(s)))
         else:
-            result = search(step, settings, out_dir, lambda s: say(step_line(s)), judge)
+            result = search(step, settings, out_dir, lambda s: say(step_line(s)), judge, probe)
     except CapacityInputError as e:
         write_error(out_dir, e, min_capacity)
         raise

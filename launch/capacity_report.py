@@ -10,15 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from slogate.launch.knee import (
-    CapacityInputError,
-    CapacityResult,
-    ProfileOutcome,
-    Step,
-    outcome_exit_code,
-    overall_exit_code,
-)
+from slogate.launch.knee import CapacityInputError, CapacityResult, Step
 from slogate.launch.knee_interval import UNDECIDED
+from slogate.launch.knee_outcome import ProfileOutcome, outcome_exit_code, overall_exit_code
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.latency_metrics import HEADLINE
 from slogate.slo.gate.verdict import Verdict
@@ -66,8 +60,7 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
     header += ["goodput req/s", "goodput", "prefix-cache hit", "wall s"]
     lines += ["", _row(header), "|---" * len(header) + "|"]
     for i, s in enumerate(result.steps, 1):
-        undecided = " (undecided)" if s.decision == UNDECIDED else ""
-        verdict = s.verdict + undecided + stop_note(s) + (" (retried)" if s.attempts > 1 else "")
+        verdict = s.verdict + decision_note(s) + stop_note(s) + (" (retried)" if s.attempts > 1 else "")
         ttfts = [_fmt(s.ttft_p95_ms.get(c)) for c in classes]
         server = _fmt(s.server.get("prefix_cache_hit_rate"), 3)
         cells = [str(i), f"{s.rate_rps:g}", verdict, _fmt(s.achieved_rps, 2), *ttfts, _fmt(s.goodput_rps, 2)]
@@ -76,14 +69,15 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
     lines += ["", f"{HEADLINE.title} in ms, nearest-rank p95 per class; {offered} open loop (all users together)."]
     lines.append(
         "The interval's ends are the highest step decided pass and the lowest decided fail by the anytime-valid "
-        "bounds; an (undecided) step was within noise of a target and bounds nothing."
+        "bounds; an (undecided) step was within noise of a target and bounds nothing, nor does a (probe): a short "
+        "step on the way up that only says which way the knee is."
     )
     return "\n".join(lines) + "\n"
 
 
 def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | None:
     """p95 TTFT per class against the offered rate (log scale), the targets dashed, goodput on a
-    second axis; failing steps as crosses. None when matplotlib is missing."""
+    second axis; failing steps as crosses; probes left out. None when matplotlib is missing."""
     try:
         import matplotlib
 
@@ -91,7 +85,7 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    steps = sorted(result.steps, key=lambda s: s.rate_rps)
+    steps = sorted(result.judged, key=lambda s: s.rate_rps)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     classes = list(dict.fromkeys(cls for s in steps for cls in s.ttft_p95_ms))
     for cls in classes:
@@ -147,8 +141,12 @@ def write_capacity(
 def step_line(step: Step) -> str:
     """One step's outcome in one line, as the search prints it."""
     ttft = ", ".join(f"{c} {v:.1f}" for c, v in step.ttft_p95_ms.items() if v is not None)
-    undecided = " (undecided)" if step.decision == UNDECIDED else ""
-    return f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{undecided}{stop_note(step)}; {P95} ms {ttft}"
+    return f"{step.rate_rps:g} {step.rate_unit}: {step.verdict}{decision_note(step)}{stop_note(step)}; {P95} ms {ttft}"
+
+
+def decision_note(step: Step) -> str:
+    """A step that bounds nothing: a probe on the way up, or one the bounds left undecided."""
+    return " (probe)" if step.probe else " (undecided)" if step.decision == UNDECIDED else ""
 
 
 def stop_note(step: Step) -> str:

@@ -1,16 +1,18 @@
 """The knee search: the highest open-loop arrival rate at which every SLO is met.
 
 `search` starts at `rate_start` and doubles the rate until a step fails (halving instead when the
-first step already fails), then bisects until the interval [highest decided pass, lowest decided
-fail] is within `precision` of its lower end, or the steps left undecided inside it are all within
-`precision` of their neighbours (launch/knee_interval.py decides each step by the anytime-valid
-bounds; an undecided step's nearest-rank verdict says which way to go). Each step is one judged
+first step already fails; with `probe_s`, short probes double it instead, and the decided steps
+start at the first probe over: launch/knee_probe.py), then bisects until the interval [highest
+decided pass, lowest decided fail] is within `precision` of its lower end, or the steps left
+undecided inside it are all within `precision` of their neighbours (launch/knee_interval.py
+decides each step by the anytime-valid bounds; an undecided step's nearest-rank verdict says which
+way to go). Each step is one judged
 run at a fixed offered rate: the search only sees its `Report`, through a `RunStep` callback, so it
 runs against anything that can produce one (launch/capacity.py runs Locust; a benchmark its own).
 
 A step is pass, fail or inconclusive, as its report's verdict says, and its `decision` pass, fail
 or undecided, as the bounds say. An undecided step (within noise of a target, too few samples, the
-client saturated, sends dropped on a pass) is run again, twice as long, once (its budget), but on
+client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.attempts`), but on
 the way up or down, before a step passed and one failed, only an inconclusive one is; still
 inconclusive, the search stops there and says why (`decided` false, exit 3); still undecided with
 a pass or fail verdict, the search goes on and the step bounds nothing. A pass decided with a late
@@ -29,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from slogate.launch.knee_interval import FAIL, PASS, UNDECIDED, StepJudge, interval
+from slogate.launch.knee_probe import probe_up
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import DECIDED
 from slogate.slo.gate.latency_metrics import HEADLINE
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report, goodput_summary
-from slogate.slo.gate.verdict import Verdict
+from slogate.slo.gate.verdict import Outcome, Verdict
 
 RunStep = Callable[[float, float, Path], Report]  # (offered rate in req/s, measured seconds, report dir) -> report
 SERVER_FIGURES = ("prefix_cache_hit_rate", "kv_cache_usage_max", "num_requests_waiting_max", "preemptions")
@@ -68,6 +71,7 @@ class SearchSettings:
     step_s: float = 30.0  # measured seconds per step (the warm-up is the runner's)
     max_steps: int = 12
     rate_max: float = DEFAULT_RATE_MAX  # the highest rate a step offers
+    probe_s: float = 0.0  # measured seconds of each probe on the way up (0: decided steps all the way)
 
     def check(self) -> None:
         """Raise CapacityInputError, naming the option, for a setting the search cannot use."""
@@ -79,6 +83,8 @@ class SearchSettings:
             raise CapacityInputError(f"--step-s: must be > 0, got {self.step_s:g}")
         if self.max_steps < 2:
             raise CapacityInputError(f"--max-steps: must be >= 2, got {self.max_steps}")
+        if not self.probe_s >= 0:
+            raise CapacityInputError(f"--probe-s: must be >= 0 (0: no probes), got {self.probe_s:g}")
         if not self.rate_max >= self.rate_start:
             raise CapacityInputError(f"--rate-max: must be >= --rate-start {self.rate_start:g}, got {self.rate_max:g}")
 
@@ -105,6 +111,7 @@ class Step:
     conversations: bool = False  # --turns > 1: the offered rate counts new conversations
     decided_after_s: float | None = None  # --slo-stop-when-decided ended it this far into its run
     decision: str = UNDECIDED  # pass | fail | undecided, by the anytime-valid bounds (launch/knee_interval.py)
+    probe: bool = False  # a probe on the way up (launch/knee_probe.py): it bounds nothing unless decided fail
 
     @property
     def rate_unit(self) -> str:
@@ -152,8 +159,13 @@ class CapacityResult:
     ttft_targets_ms: dict[str, float] = field(default_factory=dict)  # per class, from the SLO file (for the chart)
     confidence: float = 0.99  # of each step's decision (--slo-confidence)
 
+    @property
+    def judged(self) -> list[Step]:
+        """The steps the capacity and the interval come from: all but the probes not decided fail."""
+        return [s for s in self.steps if not s.probe or s.decision == FAIL]
+
     def _rates(self, verdict: str) -> list[float]:
-        return [s.rate_rps for s in self.steps if s.verdict == verdict]
+        return [s.rate_rps for s in self.judged if s.verdict == verdict]
 
     @property
     def rate_unit(self) -> str:
@@ -173,7 +185,7 @@ class CapacityResult:
     @property
     def interval_rps(self) -> tuple[float | None, float | None]:
         """[the highest rate decided pass, the lowest decided fail] by the anytime-valid bounds."""
-        return interval([(s.rate_rps, s.decision) for s in self.steps])
+        return interval([(s.rate_rps, s.decision) for s in self.judged])
 
     def widest_gap(self) -> tuple[float, float] | None:
         """The widest gap (relative to its lower end) between rates tried inside the interval; None
@@ -181,7 +193,7 @@ class CapacityResult:
         low, high = self.interval_rps
         if low is None or high is None:
             return None
-        rates = sorted({low, high, *(s.rate_rps for s in self.steps if low < s.rate_rps < high)})
+        rates = sorted({low, high, *(s.rate_rps for s in self.judged if low < s.rate_rps < high)})
         return max(itertools.pairwise(rates), key=lambda g: (g[1] - g[0]) / g[0], default=None)
 
     @property
@@ -237,20 +249,44 @@ def search(
     out_dir: Path,
     on_step: Callable[[Step], None] = lambda s: None,
     judge: StepJudge | None = None,
+    probe_step: RunStep | None = None,
 ) -> CapacityResult:
     """Find the knee; step reports go to `out_dir/step-NN-<rate>rps/`, each step decided by `judge`
-    (default: the report's own objectives at 99 %). Raises CapacityInputError, with the steps judged
+    (default: the report's own objectives at 99 %), the probes run by `probe_step` (default
+    `run_step`) when `settings.probe_s` > 0. Raises CapacityInputError, with the steps judged
     before it as `partial`, when a step's run is a usage error (a bad Locust option: every step
     would be; exit 2) or wrote no report (exit 3)."""
     settings.check()
     judge = judge or StepJudge()
     result = CapacityResult(settings, confidence=judge.confidence)
     rate: float | None = settings.rate_start
+    if settings.probe_s > 0:
+
+        def probe(rate: float) -> bool:
+            """One probe, added to `result`; whether it is over a target: its verdict or an objective
+            failed (inconclusive, say with a late client, too: the step after tells). Decided fail by
+            the bounds, it bounds the interval: its short warm-up only lowers latencies."""
+            where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps-probe"
+            started = time.monotonic()
+            report = run_once(probe_step or run_step, rate, settings.probe_s, where)
+            decision = FAIL if judge.decide(report) == FAIL else UNDECIDED
+            step = step_from_report(rate, report, 1, settings.probe_s, time.monotonic() - started, where, decision)
+            step.probe = True
+            result.steps.append(step)
+            on_step(step)
+            return step.verdict == Verdict.FAIL or any(r.result == Outcome.FAIL for r in report.slos)
+
+        try:
+            rate = probe_up(probe, rate, settings.rate_max)
+        except CapacityInputError as e:
+            e.partial = result  # what was judged before stays reported
+            raise
+        rate = _next_rate(result) if result.judged else rate  # a probe decided fail needs no step again
     while rate is not None:
-        if len(result.steps) >= settings.max_steps:
+        if len(result.judged) >= settings.max_steps:
             result.stopped_because = f"--max-steps {settings.max_steps} reached before the bracket was within precision"
             return result
-        sides = {_side(s) for s in result.steps}
+        sides = {_side(s) for s in result.judged}
         step = judge_step(run_step, rate, settings.step_s, out_dir, result, judge, extend={PASS, FAIL} <= sides)
         on_step(step)
         if step.verdict == Verdict.INCONCLUSIVE and step.decision == UNDECIDED:
@@ -293,22 +329,23 @@ def _next_rate(result: CapacityResult) -> float | None:
     while an end of the interval is missing, then into the widest gap; None with
     `result.stopped_because` said."""
     settings = result.settings
-    rates = [s.rate_rps for s in result.steps]
+    judged = result.judged
+    rates = [s.rate_rps for s in judged]
     low, high = result.interval_rps
     if high is None:
         if max(rates) >= settings.rate_max:
             result.stopped_because = (
                 f"every step passed up to --rate-max {settings.rate_max:g} req/s: the capacity is at least that "
                 "(the ceiling set for the load generator, not the server's: raise --rate-max to go on)"
-                if all(_side(s) == PASS for s in result.steps)
+                if all(_side(s) == PASS for s in judged)
                 else f"no step up to --rate-max {settings.rate_max:g} req/s was decided fail"
             )
             return None
-        if any(_side(s) == FAIL for s in result.steps) and low is None:
-            return min(rates) / 2  # the way down is known: find a decided pass first
+        if any(_side(s) == FAIL for s in judged) and low is None:
+            return _way_down(result, min(rates))  # the way down is known: find a decided pass first
         return min(max(rates) * 2, settings.rate_max)
     if low is None:
-        return min(rates) / 2
+        return _way_down(result, min(rates))
     if low >= high:
         result.stopped_because = f"{low:g} req/s was decided pass and {high:g} fail: the load changed during the search"
         return None
@@ -318,53 +355,46 @@ def _next_rate(result: CapacityResult) -> float | None:
         return None
     gap = result.widest_gap()
     assert gap is not None
-    return (gap[0] + gap[1]) / 2
+    return float(f"{(gap[0] + gap[1]) / 2:.4g}")  # 12.475, not 12.475000000000001
+
+
+def _way_down(result: CapacityResult, lowest: float) -> float:
+    """Below the lowest step that failed: half its rate, or, above a probe that looked fine, the
+    geometric middle between them (that probe's rate when they are within the precision)."""
+    fine = [s.rate_rps for s in result.steps if s.probe and s.verdict == Verdict.PASS and s.rate_rps < lowest]
+    if not fine:
+        return lowest / 2
+    below = max(fine)
+    return below if (lowest - below) / below <= result.settings.precision else float(f"{math.sqrt(below * lowest):.3g}")
 
 
 def _judge_rate(
     run_step: RunStep, rate: float, step_s: float, report_dir: Path, judge: StepJudge, extend: bool
 ) -> tuple[Step, Report]:
-    """One step; run again, twice as long, when inconclusive, or, `extend`, undecided by the bounds."""
+    """One step; run again when inconclusive, or, `extend`, undecided by the bounds (`judge.attempts`)."""
     started = time.monotonic()
-    attempts = 0
-    for attempt_s in (step_s, 2 * step_s):
+    attempts, reports = 0, []
+    for attempt_s in judge.attempts(step_s):
         attempts += 1
-        where = report_dir if attempts == 1 else report_dir.with_name(report_dir.name + "-longer")
-        try:
-            report = run_step(rate, attempt_s, where)
-        except NoReport as e:
-            raise CapacityInputError(str(e), exitcodes.INCONCLUSIVE) from None
-        if report.verdict == Verdict.ERROR:
-            raise CapacityInputError(f"the step at {rate:g} req/s could not be judged: {'; '.join(report.reasons)}")
-        if report.verdict == Verdict.UNGATED:
-            raise CapacityInputError(f"the step at {rate:g} req/s was not gated: the search needs an SLO file")
-        decision = judge.decide(report)
-        if decision != UNDECIDED or (not extend and report.verdict != Verdict.INCONCLUSIVE):
+        where = report_dir if attempts == 1 else report_dir.with_name(f"{report_dir.name}-{attempts}")
+        report = run_once(run_step, rate, attempt_s, where)
+        decision = judge.decide(report, reports)
+        reports.append(report)
+        inconclusive = report.verdict == Verdict.INCONCLUSIVE  # twice: the search stops there
+        if decision != UNDECIDED or (inconclusive and attempts >= 2) or (not extend and not inconclusive):
             break
-    elapsed = time.monotonic() - started
-    return step_from_report(rate, report, attempts, attempt_s, elapsed, where, decision), report
+    return step_from_report(rate, report, attempts, attempt_s, time.monotonic() - started, where, decision), report
 
 
-ProfileOutcome = CapacityResult | CapacityInputError
-
-
-def outcome_exit_code(outcome: ProfileOutcome, min_capacity: float | None) -> int:
-    """A search's exit code; one that failed: with `min_capacity`, what the steps judged before
-    the failure already prove (0 a rate >= the minimum passed, 1 the capacity is below it), else
-    the failure's own code (2 or 3)."""
-    if not isinstance(outcome, CapacityInputError):
-        return outcome.exit_code(min_capacity)
-    if outcome.partial is not None and min_capacity is not None:
-        proven = outcome.partial.exit_code(min_capacity)
-        if proven in (exitcodes.PASS, exitcodes.FAIL):
-            return proven
-    return outcome.exit_code
-
-
-def overall_exit_code(outcomes: dict[str, ProfileOutcome], min_capacity: float | None) -> int:
-    """Several profiles: 1 when any is proven below the minimum; else the first other non-zero code
-    in profile order (3 undecided or a search that failed, 2 a usage error, 4 vLLM missing); else 0."""
-    codes = [outcome_exit_code(o, min_capacity) for o in outcomes.values()]
-    if exitcodes.FAIL in codes:
-        return exitcodes.FAIL
-    return next((code for code in codes if code != exitcodes.PASS), exitcodes.PASS)
+def run_once(run_step: RunStep, rate: float, step_s: float, where: Path) -> Report:
+    """One run at `rate`; CapacityInputError when it wrote no report (exit 3), could not be judged
+    or was not gated (exit 2)."""
+    try:
+        report = run_step(rate, step_s, where)
+    except NoReport as e:
+        raise CapacityInputError(str(e), exitcodes.INCONCLUSIVE) from None
+    if report.verdict == Verdict.ERROR:
+        raise CapacityInputError(f"the step at {rate:g} req/s could not be judged: {'; '.join(report.reasons)}")
+    if report.verdict == Verdict.UNGATED:
+        raise CapacityInputError(f"the step at {rate:g} req/s was not gated: the search needs an SLO file")
+    return report

@@ -8,18 +8,23 @@ anytime-valid, so a look at whatever moment a step ended is as valid as one at a
 Objectives the bounds cannot pass before the end (those only the end judges, a zero ceiling on a
 proportion such as `error_rate max: 0`, and those listed with `--slo-not-blocking`) are taken
 as the end of the step judged them. A step the bounds leave undecided is within noise of its
-target: its nearest-rank verdict says which way the search goes, but it bounds nothing.
+target: its nearest-rank verdict says which way the search goes, but it bounds nothing. With
+`batch_s` (`--batch-s`), latency percentiles are decided on batches of consecutive requests of
+every run at the step's rate instead (launch/knee_batch.py), and a step may take several runs.
 
 The interval is [the highest rate decided pass, the lowest rate decided fail]; each end is wrong
 with probability at most 1 - confidence (the capacity is monotone in the rate, so only the two
-steps at its ends can make it miss the knee).
+steps at its ends can make it miss the knee), as far as the bounds' samples are independent:
+requests per request, batches on batches (docs/capacity.md says what that costs near a knee).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from slogate.launch.knee_batch import batchable, clean_pass_batches, decide_batched
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, look, waits_for
 from slogate.slo.gate.facts import DECIDED
 from slogate.slo.gate.record import ALL
@@ -62,10 +67,19 @@ class StepJudge:
     spec: SloSpec | None = None
     confidence: float = DEFAULT_CONFIDENCE
     not_blocking: tuple[str, ...] = ()
+    batch_s: float | None = None  # decide latency percentiles on batches of this many seconds (launch/knee_batch.py)
 
-    def decide(self, report: Report) -> str:
+    def attempts(self, step_s: float) -> tuple[float, ...]:
+        """The measured seconds of each run a step may take: run again twice as long, once; on
+        batches, runs of `step_s` pooled until about twice the batches a clean pass needs."""
+        if self.batch_s is None:
+            return (step_s, 2 * step_s)
+        return (step_s,) * max(3, math.ceil(2 * clean_pass_batches(1 - self.confidence) * self.batch_s / step_s))
+
+    def decide(self, report: Report, earlier: Sequence[Report] = ()) -> str:
         """pass, fail or undecided. A pass stands with a late client (its delay only adds to a
-        latency), not with sends dropped or a run problem (the rate was not offered as asked)."""
+        latency), not with sends dropped or a run problem (the rate was not offered as asked).
+        `earlier`: runs at the same rate before this one, whose batches count too (`batch_s`)."""
         if report.verdict in (Verdict.ERROR, Verdict.UNGATED) or not report.slos:
             return UNDECIDED
         spec = self.spec or SloSpec(tuple(r.objective for r in report.slos))
@@ -74,13 +88,15 @@ class StepJudge:
             o.name for o in spec.objectives if not o.kind.decidable_early(o) or _never_passes_early(o)
         }
         stopped = report.run.stopped
-        if stopped is not None and stopped.reason == DECIDED and stopped.objectives:
+        if stopped is not None and stopped.reason == DECIDED and stopped.objectives and self.batch_s is None:
             states = {lk.name: lk.state for lk in stopped.objectives}
         else:
             run = report.run
             saturation = assess(report.measurements, run.cpu_warning, run.processes, run.max_client_lag_ms)
             delay = saturation.client_delay_ms if saturation is not None else 0.0
             states = {lk.name: lk.state for lk in look(spec, report.measurements, self.confidence, delay)}
+            if self.batch_s is not None:
+                states.update(self._batched(spec, [*earlier, report]))
         names = [o.name for o in spec.objectives]
         if any(states.get(n) == FAIL or (n in at_end and ends.get(n) == Outcome.FAIL) for n in names):
             decision = FAIL
@@ -92,6 +108,19 @@ class StepJudge:
         if report.run.problems or (decision == PASS and dropped):
             return UNDECIDED
         return decision
+
+    def _batched(self, spec: SloSpec, reports: Sequence[Report]) -> dict[str, str]:
+        """The latency percentiles decided on the batches of `reports` (runs at one rate, each
+        after its warm-up: independent segments), at the levels `look` gives them."""
+        assert self.batch_s is not None
+        alpha = 1 - self.confidence
+        fail_alpha = alpha / max(1, sum(o.kind.decidable_early(o) for o in spec.objectives))
+        stores = [r.measurements for r in reports]
+        return {
+            o.name: decide_batched(o, stores, self.batch_s, alpha, fail_alpha)
+            for o in spec.objectives
+            if batchable(o, stores[-1])
+        }
 
 
 def interval(decisions: Sequence[tuple[float, str]]) -> tuple[float | None, float | None]:

@@ -4,6 +4,7 @@ and no --search, a test at R), against --host or each --profile launched in turn
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,9 @@ from slogate.arguments import LOCUST_ARGS_HELP, LOCUST_ARGS_USAGE, fail, port_nu
 from slogate.commands.common import DEMO_CONF, add_report_dir, guarded, report_launch_error, say
 from slogate.launch import capacity, launcher
 from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, write_error
-from slogate.launch.knee import DEFAULT_RATE_MAX, CapacityInputError, SearchSettings, outcome_exit_code
+from slogate.launch.knee import DEFAULT_RATE_MAX, CapacityInputError, SearchSettings
 from slogate.launch.knee_interval import StepJudge
+from slogate.launch.knee_outcome import outcome_exit_code
 from slogate.launch.profile import load_profile
 from slogate.launch.validate import validate
 from slogate.slo.gate import exitcodes
@@ -44,14 +46,16 @@ def capacity_settings(args: argparse.Namespace) -> tuple[SearchSettings, StepJud
     if args.processes < 1:
         raise CapacityInputError(f"--processes: must be >= 1, got {args.processes}")
     rate_max = DEFAULT_RATE_MAX * args.processes if args.rate_max is None else args.rate_max
-    settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps, rate_max)
+    settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps, rate_max, args.probe_s)
     settings.check()
+    if args.batch_s is not None and not args.batch_s > 0:
+        raise CapacityInputError(f"--batch-s: must be > 0 seconds, got {args.batch_s:g}")
     if args.min_capacity is not None and not args.search and args.min_capacity > rate_max:
         raise CapacityInputError(
             f"--min-capacity {args.min_capacity:g}: above --rate-max {rate_max:g} req/s, what the load processes "
             "read exactly: a test there would measure the client (more --processes raise it)"
         )
-    return settings, capacity.step_judge(spec, args.locust_args)
+    return settings, replace(capacity.step_judge(spec, args.locust_args), batch_s=args.batch_s)
 
 
 def show(text: str) -> None:
@@ -66,8 +70,10 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     except CapacityInputError as e:
         write_error(out, e)
         return fail(str(e), exitcodes.USAGE)
+    # Batches decide each step: the per-request bounds of Locust's early stop would end it too soon.
+    early_stop = args.early_stop and args.batch_s is None
     options = capacity.StepOptions(
-        args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, args.early_stop, args.processes, judge
+        args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, early_stop, args.processes, judge
     )
     knee = args.search or args.min_capacity is None
 
@@ -112,7 +118,23 @@ def register(sub: Any) -> None:
     p.add_argument("--precision", type=float, default=0.1, help="bracket width to stop at, relative (default 0.1)")
     p.add_argument("--warmup-s", type=float, default=5.0, help="seconds per step not judged (default 5)")
     p.add_argument("--step-s", type=float, default=30.0, help="seconds measured per step (default 30)")
-    p.add_argument("--max-steps", type=int, default=12, help="steps at most (default 12)")
+    p.add_argument("--max-steps", type=int, default=12, help="steps at most, probes not counted (default 12)")
+    p.add_argument(
+        "--probe-s",
+        type=float,
+        default=3.0,
+        help="seconds measured per probe on the way up (default 3): short steps, the rate doubling from --rate-start "
+        "until one is over a target, that only say where the knee is; 0: decided steps all the way",
+    )
+    p.add_argument(
+        "--batch-s",
+        type=float,
+        default=None,
+        help="decide latency percentiles on batches of this many seconds of consecutive requests, not per request: "
+        "valid when the server's waits are correlated (a queue's busy periods near the knee), if the batches are "
+        "longer than that; a pass needs ~130 batches: a step is runs of --step-s, pooled, until decided or twice that; "
+        "turns the early stop and the abort off",
+    )
     p.add_argument(
         "--rate-max",
         type=float,

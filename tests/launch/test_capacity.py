@@ -10,14 +10,8 @@ import pytest
 from slogate.launch import runner
 from slogate.launch.capacity_report import write_capacity, write_error, write_summary
 from slogate.launch.installation import InstallError
-from slogate.launch.knee import (
-    CapacityInputError,
-    RunStep,
-    SearchSettings,
-    outcome_exit_code,
-    overall_exit_code,
-    search,
-)
+from slogate.launch.knee import CapacityInputError, RunStep, SearchSettings, search
+from slogate.launch.knee_outcome import outcome_exit_code, overall_exit_code
 from slogate.launch.runner import read_report
 from slogate.launch.server import ServerStartError
 from slogate.slo.gate import exitcodes
@@ -300,6 +294,7 @@ def test_a_host_search_stopped_by_a_lost_report_exits_with_what_its_steps_proved
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
     out = tmp_path / "out"
     argv = ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(out), "--rate-start", "5"]
+    argv += ["--probe-s", "0"]  # decided steps from the start: a probe proves nothing
     assert main([*argv, "--min-capacity", str(minimum), "--search"]) == code
     assert f"the capacity {said} --min-capacity" in capsys.readouterr().err
     assert json.loads((out / "capacity.json").read_text())["exit_code"] == code
@@ -371,7 +366,8 @@ def test_finds_the_fault_servers_known_knee_and_gates_on_it(own_fault_server, tm
     assert 18 <= data["capacity_rps"] <= 22 and data["capacity_rps"] < data["first_failing_rps"]
     assert proc.returncode == exitcodes.FAIL  # 25 req/s asked: not met
     assert any(s["decided_after_s"] for s in data["steps"] if s["decision"] == "fail")  # ended once decided
-    assert (out / "capacity.md").exists() and (out / "step-01-12rps" / "slo-report.json").exists()
+    assert (out / "capacity.md").exists() and (out / "step-01-12rps-probe" / "slo-report.json").exists()
+    assert data["steps"][0]["probe"] and not any(s["probe"] for s in data["steps"] if s["decision"] == "pass")
 
 
 @pytest.mark.parametrize("early", [True, False], ids=["default", "no-early-stop"])
