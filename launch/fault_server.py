@@ -38,6 +38,13 @@ The behaviour is chosen per request by the `model` field, e.g. `role_first=1,ttf
                       request naming the same `slots`), the others wait in line, first come first
                       served; with `ttft_ms=T,tokens=K,itl_ms=I` each holds its slot for about
                       T + (K-1)*I ms, so the capacity is slots / that time, in requests per second
+    lognormal=0.5     service times that vary (M/G/c with `slots`): each streamed request draws ONE
+                      factor F, lognormal with sigma 0.5 and mean 1 (mu = -sigma^2/2; median
+                      exp(mu)), and waits F*T before its first token and F*I between tokens, so it
+                      holds its slot F*(T + (K-1)*I) ms; a client's TTFT is its wait for a slot plus
+                      F*T (what benchmarks/capacity_repeat.py simulates). Drawn in arrival order, one
+                      seeded generator per model string (seed=N, default 0: launch/fault_spec.py);
+                      the log row's `factor` is F. Not a sigma > 0: a 400, as any bad spec
     linger_ms=2000    a client that hangs up: the request stays running 2 s more (launch/fault_cancel.py)
     mix=1             a different fault per request: each of `FAULTS` in turn, with "ok" (no
                       fault) first; `mix=ok+stall+http_429` cycles through those; with seed=N the
@@ -55,9 +62,9 @@ as one JSON line to --log when the server is done with it (the ground truth): wh
 when its first content chunk was written, `fault` (the fault it injected, by the names of
 `FAULTS` and `http_<status>`, or null), `completed` (the server wrote all it meant to: false after
 `close`, a cut, or a client that went away), `outcome` ("ok": no fault and completed; else the
-fault, or "cancelled": the client hung up), and a digest of its body that lets a benchmark pair it with the client's
-own record; with --log-bodies also `body`, the request's JSON body as sent, for tests of exactly
-what clients send.
+fault, or "cancelled": the client hung up), `factor` (with `lognormal`), and a digest of its
+body that lets a benchmark pair it with the client's own record; with --log-bodies also `body`,
+the request's JSON body as sent, for tests of exactly what clients send.
 The tests and the benchmarks both use it.
 """
 
@@ -66,9 +73,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import itertools
 import json
-import random
 import ssl
 import subprocess
 import sys
@@ -78,63 +83,18 @@ from pathlib import Path
 
 from slogate.launch.fault_cancel import Running
 from slogate.launch.fault_formats import FORMATS, StreamFormat, output_piece, served_models, think
+from slogate.launch.fault_spec import (
+    DEFAULT_SEED,
+    FAULTS,
+    MIX_ALL,
+    faults,
+    lognormal_factors,
+    parse_behaviour,
+    parse_mix,
+    scaled,
+)
 
-DEFAULTS = {
-    "status": 200,
-    "ttft_ms": 0.0,
-    "role_first": 1,
-    "tokens": 5,
-    "itl_ms": 0.0,
-    "usage": 1,
-    "done": 1,
-    "stall_ms": 3_600_000.0,
-    "trickle_ms": 250.0,
-    "huge_line_bytes": 10 * 1024 * 1024,
-}
-# What `mix` injects, by the name the log gives it. Each ErrorKind a server can cause is here.
-FAULTS: dict[str, dict[str, float]] = {
-    "http_429": {"status": 429},
-    "http_503": {"status": 503},
-    "http_400": {"status": 400},
-    "closed_before_response": {"close": 1},
-    "cut_mid_stream": {"cut_after": 2},
-    "not_json": {"bad_json_after": 2},
-    "bad_shape": {"bad_shape_after": 2},
-    "error_event": {"error_after": 2},
-    "no_done": {"done": 0},
-    "no_content": {"tokens": 0},
-    "stall": {"stall_after": 1},
-    "trickle": {"trickle_after": 1},
-    "huge_line": {"huge_line_after": 1},
-    "not_sse": {"not_sse": 1},
-}
-MIX_ALL = ("ok", *FAULTS)
-
-
-def parse_behaviour(model: str) -> dict[str, float]:
-    b: dict[str, float] = dict(DEFAULTS)
-    for part in filter(None, (model or "").split(",")):
-        if "=" in part:
-            key, value = part.split("=", 1)
-            if key.strip() != "mix":
-                b[key.strip()] = float(value)
-    return b
-
-
-def parse_mix(model: str) -> tuple[str, ...] | None:
-    """The faults `mix=` cycles through (or draws from), or None without `mix`."""
-    for part in filter(None, (model or "").split(",")):
-        key, _, value = part.partition("=")
-        if key.strip() == "mix":
-            value = value.strip()
-            if value in ("1", "all"):
-                return MIX_ALL
-            names = tuple(value.split("+"))
-            unknown = [n for n in names if n not in MIX_ALL]
-            if unknown:
-                raise ValueError(f"mix: unknown fault {unknown[0]!r} (known: {', '.join(MIX_ALL)})")
-            return names
-    return None
+__all__ = ["FAULTS", "MIX_ALL", "Server", "parse_behaviour", "parse_mix", "spawn"]
 
 
 class Server:
@@ -146,17 +106,20 @@ class Server:
         self.metrics = metrics  # answer /metrics (a few vLLM gauges); off: a target without it
         self.tls = tls
         self.mixes: dict[str, Iterator[str]] = {}  # per model string: the faults still to come
+        self.factors: dict[str, Iterator[float]] = {}  # per model string: lognormal's factors still to come
         self.slots: dict[int, asyncio.Semaphore] = {}  # per `slots=` value: the streams being served
         self.running = Running()  # /metrics' vllm:num_requests_running (launch/fault_cancel.py)
 
     def next_fault(self, model: str, names: tuple[str, ...], seed: float | None) -> str:
         if model not in self.mixes:
-            if seed is None:
-                self.mixes[model] = itertools.cycle(names)
-            else:
-                rng = random.Random(seed)
-                self.mixes[model] = iter(lambda: rng.choice(names), None)
+            self.mixes[model] = faults(names, seed)
         return next(self.mixes[model])
+
+    def next_factor(self, model: str, b: dict[str, float]) -> float:
+        """The next of `model`'s lognormal service-time factors, in arrival order."""
+        if model not in self.factors:
+            self.factors[model] = lognormal_factors(b["lognormal"], b.get("seed", DEFAULT_SEED))
+        return next(self.factors[model])
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -206,8 +169,8 @@ class Server:
             return await self.json_response(writer, 404, {"error": "not found"})
         fmt = FORMATS[path]()
         model = req.get("model", "")
-        b = parse_behaviour(model)
-        try:
+        try:  # a bad spec: a 400 that says why
+            b = parse_behaviour(model)
             names = parse_mix(model) if req.get("stream") else None
         except ValueError as e:
             return await self.json_response(writer, 400, {"error": {"message": str(e)}})
@@ -217,6 +180,9 @@ class Server:
         if not req.get("stream") and int(b["status"]) == 200 and not b.get("close"):
             return await self.json_response(writer, 200, fmt.whole())
         logged = req if req.get("stream") else None
+        if "lognormal" in b and logged is not None:
+            b["factor"] = self.next_factor(model, b)
+            b = scaled(b, b["factor"])
         return await self.answer(writer, fmt, b, arrived, hashlib.sha1(body).hexdigest()[:16], logged)
 
     async def answer(
@@ -250,7 +216,7 @@ class Server:
                 return await self.running.serve(self.stream(writer, fmt, b, state), b)
         finally:
             if logged is not None:
-                self.record(arrived, digest, logged if self.log_bodies else None, **state)
+                self.record(arrived, digest, logged if self.log_bodies else None, b.get("factor"), **state)
 
     async def stream(self, writer: asyncio.StreamWriter, fmt: StreamFormat, b: dict[str, float], state: dict) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -318,6 +284,7 @@ class Server:
         arrived: float,
         digest: str,
         body: dict | None,
+        factor: float | None,
         fault: str | None,
         completed: bool,
         first_content_at: float | None,
@@ -331,6 +298,8 @@ class Server:
             "completed": completed,
             "digest": digest,
         }
+        if factor is not None:
+            row["factor"] = factor
         if body is not None:
             row["body"] = body
         self.log_row(row)

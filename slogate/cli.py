@@ -18,7 +18,7 @@ import importlib.metadata
 import sys
 
 from slogate.arguments import OneLineParser, locust_help, unrecognized, wants_locust_help
-from slogate.commands import capacity, compare, judge, load, servers
+from slogate.commands import capacity, compare, judge, load, servers, worker
 
 
 def _version() -> str:
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"slogate {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for commands in (load, compare, capacity, judge, servers):
+    for commands in (load, compare, capacity, judge, servers, worker):
         commands.register(sub)
     return parser
 

@@ -1,0 +1,71 @@
+"""Capacity steps over workers that are not spawned here (`slogate worker`, as another machine runs
+it): each step a Locust master with `--expect-workers`, the rate split exactly over the workers'
+users (launch/locust_command.py's `Workers`), a worker that comes back for the next step."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from slogate.launch.locust_command import Workers, worker_argv
+from slogate.launch.runner import listening, run_locust, work_for_master
+from slogate.launch.server import free_port
+from slogate.slo.gate import exitcodes
+
+MODEL = "ttft_ms=1,tokens=2"
+
+
+def test_the_rate_is_split_over_the_workers_users() -> None:
+    remote = Workers(expect=3, bind_host="10.0.0.5", bind_port=5600).step_args(30)
+    assert remote[remote.index("--users") + 1] == "3" == remote[remote.index("--expect-workers") + 1]
+    assert float(remote[remote.index("--arrival-rate") + 1]) == 10 and "--master" in remote
+    assert remote[remote.index("--master-bind-port") + 1] == "5600" and "--processes" not in remote
+    local = Workers(processes=2).step_args(7)
+    assert local[local.index("--processes") + 1] == "2" and float(local[local.index("--arrival-rate") + 1]) == 3.5
+    assert "--processes" not in Workers().step_args(7) and "--master" not in local
+    argv = worker_argv("m", 5600, extra=["--loglevel", "WARNING"])
+    assert argv[argv.index("--master-host") + 1] == "m" and argv[-2:] == ["--loglevel", "WARNING"]
+
+
+def test_a_worker_without_a_master_stops_after_its_idle_timeout() -> None:
+    port, lines = free_port(), []
+    code = work_for_master("127.0.0.1", port, idle_s=0.5, extra=["--loglevel", "ERROR"], say=lines.append)
+    assert code == exitcodes.SETUP_FAILED and "no master at" in lines[-1] and not listening("127.0.0.1", port)
+
+
+def start_workers(port: int, n: int, out: Path) -> list[subprocess.Popen[bytes]]:
+    argv = [sys.executable, "-m", "slogate.cli", "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+            "--idle-timeout", "60", "--", "--loglevel", "WARNING"]  # fmt: skip
+    return [
+        subprocess.Popen(argv, stdout=open(out / f"worker{i}.out", "wb"), stderr=subprocess.STDOUT) for i in range(n)
+    ]
+
+
+@pytest.mark.alone  # two steps timed to 2 % of their rate: nothing beside them
+def test_two_steps_over_two_workers_started_elsewhere_send_the_rate_exactly(
+    own_fault_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = own_fault_server
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 500}\nmin_samples: 10\n")
+    port = free_port()
+    workers = start_workers(port, 2, tmp_path)
+    spread = Workers(expect=2, bind_host="127.0.0.1", bind_port=port, max_wait_s=30)
+    try:
+        # 4 s measured: 120 and 240 requests (n requests over the span of their n sends read 1/(n - 1) high)
+        for step, rate in enumerate((30.0, 60.0)):
+            extra = [*spread.step_args(rate), "--run-time", "5s", "--slo-warmup-s", "1", "--model", MODEL,
+                     "--arrival-process", "constant", "--no-prime-prefixes", "--only-summary"]  # fmt: skip
+            report = run_locust(url, tmp_path / f"step{step}", locustfile="open-loop", slo_file=slo, extra=extra)
+            achieved = report.metrics_summary()["all"]["requests_per_s"]
+            assert report.run.mode == "master" and report.run.workers == 2 == report.run.workers_complete
+            assert achieved == pytest.approx(rate, rel=0.02), (step, achieved)
+    finally:
+        for w in workers:
+            os.kill(w.pid, signal.SIGTERM)
+    codes = [w.wait(timeout=30) for w in workers]
+    said = [(tmp_path / f"worker{i}.out").read_text() for i in range(2)]
+    assert codes == [0, 0], said
+    assert all("run 2 ended" in text and "run 3" not in text for text in said), said
