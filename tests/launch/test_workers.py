@@ -43,7 +43,7 @@ def start_workers(port: int, n: int, out: Path) -> list[subprocess.Popen[bytes]]
     ]
 
 
-@pytest.mark.alone  # two steps timed to 2 % of their rate: nothing beside them
+@pytest.mark.alone  # two steps timed to 5 % of their rate: nothing beside them
 def test_two_steps_over_two_workers_started_elsewhere_send_the_rate_exactly(
     own_fault_server: tuple[str, Path], tmp_path: Path
 ) -> None:
@@ -61,7 +61,9 @@ def test_two_steps_over_two_workers_started_elsewhere_send_the_rate_exactly(
             report = run_locust(url, tmp_path / f"step{step}", locustfile="open-loop", slo_file=slo, extra=extra)
             achieved = report.metrics_summary()["all"]["requests_per_s"]
             assert report.run.mode == "master" and report.run.workers == 2 == report.run.workers_complete
-            assert achieved == pytest.approx(rate, rel=0.02), (step, achieved)
+            # A wrong split (a worker left out: 1/2, each at the whole rate: 2x) is far outside 5 %; on a
+            # loaded 2-core machine two workers and their master read 57.5 of 60 req/s once.
+            assert achieved == pytest.approx(rate, rel=0.05), (step, achieved)
     finally:
         for w in workers:
             os.kill(w.pid, signal.SIGTERM)
