@@ -52,8 +52,8 @@ vllm_state="$PWD/.venv/test-vllm.json"
 rm -f "${vllm_state%.json}".*json
 nice -n 10 .venv/bin/python -m tests.session_vllm "$vllm_state" >.venv/test-vllm.log 2>&1 &
 vllm_holder=$!
-trap 'kill "$vllm_holder" 2>/dev/null || true; wait "$vllm_holder" 2>/dev/null || true' EXIT
-export SLOGATE_TEST_VLLM_STATE="$vllm_state"
+trap 'kill "$vllm_holder" 2>/dev/null || true; wait "$vllm_holder" 2>/dev/null || true; rm -f "${vllm_state%.json}".*json' EXIT
+export SLOGATE_TEST_VLLM_STATE="$vllm_state" SLOGATE_TEST_VLLM_HOLDER="$vllm_holder"
 status=0 selected=0
 phase() {  # a pytest run: a failure is kept for the end; an interruption or usage error ends the script
   local code=0

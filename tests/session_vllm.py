@@ -24,9 +24,10 @@ from typing import Any
 
 from slogate.launch.launcher import Launched, LaunchPlan, locate_vllm, plan, start_profile
 from slogate.launch.profile import load_profile
-from slogate.launch.server import free_port
+from slogate.launch.server import free_port, is_healthy
 
 STATE_ENV = "SLOGATE_TEST_VLLM_STATE"  # the holder's state file; unset: the tests start their own servers
+HOLDER_ENV = "SLOGATE_TEST_VLLM_HOLDER"  # the holder's pid (scripts/test.sh): a dead holder is said at once
 HOST = "127.0.0.1"
 TEXT, VISION = "cpu-tiny", "cpu-vision"  # the session's server; the vision model's (tests/e2e/test_vllm_images.py)
 PROFILES = (TEXT, VISION)  # what the holder starts, in this order
@@ -93,21 +94,37 @@ class AdoptedServer:
 def adopt(state: Path, profile: str, timeout_s: float = 600) -> tuple[AdoptedServer, dict[str, Any]]:
     """`profile`'s server from the holder once its file says it is up: a handle and the facts (`port`,
     `start_s`: how long its start took). Waits for every server the holder starts, so that no start runs
-    beside a timed test. Raises `RuntimeError` with the holder's error, or on timeout."""
+    beside a timed test. Raises `RuntimeError` with the holder's error, when the holder died before
+    writing them or the server is gone, or on timeout."""
     deadline = time.monotonic() + timeout_s
+    holder = int(os.environ.get(HOLDER_ENV, "0"))
+    log = state.with_suffix(".log")
     while not all(state_of(state, p).exists() for p in PROFILES):
         if time.monotonic() > deadline:
             raise RuntimeError(f"the holder's vLLM servers did not start in {timeout_s:.0f} s ({state})")
+        if holder and not _alive(holder):
+            raise RuntimeError(f"the vLLM holder (pid {holder}) exited without starting its servers (log: {log})")
         time.sleep(0.2)
     facts: dict[str, Any] = json.loads(state_of(state, profile).read_text())
     if "error" in facts:
         raise RuntimeError(facts["error"])
+    if not is_healthy(facts["url"]):
+        raise RuntimeError(f"the holder's {profile} server at {facts['url']} is gone (log: {log})")
     return AdoptedServer(facts["url"], facts["pgid"]), facts
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def hold(state: Path) -> int:
     """The holder: start each server (one after the other: one start at a time on the cores), warm the
-    session's up, write each one's file; then wait for them. SIGTERM or SIGINT stops them."""
+    session's up, write each one's file; then wait for them. SIGTERM stops them (scripts/test.sh sends
+    it when it exits; the servers keep the holder's niceness, 10 there: the tests on vLLM run alone)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a server being started is stopped too
     servers = []
     try:
