@@ -1,10 +1,9 @@
 """Shared fixtures: the fault server, the real vLLM CPU server, and a headless Locust runner.
 
-Gevent's monkey-patching comes first, before anything else imports sockets or threads:
-tests/gevent_patch.py says how, with pytest-xdist's workers and without.
+Nothing here imports Locust or gevent: tests/gate/ and tests/outputs/ run unpatched, and the other folders'
+conftest.py patch for gevent first (tests/gevent_patch.py). What imports sockets, TLS or asyncio (the fault
+server, `free_port`, tests/session_vllm.py) is imported where used, after that patch.
 """
-
-import tests.gevent_patch  # noqa: F401  isort: skip
 
 import contextlib
 import json
@@ -19,12 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
-from slogate.launch import fault_server as fault
 from slogate.launch.locust_command import locust_argv, locustfile_path
-from slogate.launch.server import free_port
-
-from tests import session_vllm
-from tests.session_vllm import warm_up
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # recorded streams, scrapes, reports, traces
@@ -33,6 +27,8 @@ LOCUSTFILE = locustfile_path("chat")
 
 @pytest.fixture(scope="session")
 def fault_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from slogate.launch import fault_server as fault
+
     proc, url = fault.spawn(tmp_path_factory.mktemp("fault") / "requests.jsonl")
     yield url
     proc.terminate()
@@ -42,6 +38,8 @@ def fault_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def own_fault_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A fault server of this test alone, with its log of answered requests (the ground truth)."""
+    from slogate.launch import fault_server as fault
+
     log = tmp_path / "answered.jsonl"
     proc, url = fault.spawn(log)
     yield url, log
@@ -75,6 +73,8 @@ def run_locust(
     `--processes` can hold open long after (with `--stop-timeout` they wait 60 s for the gone
     master's heartbeat); whatever is left of its process group then is killed.
     """
+    from slogate.launch.server import free_port
+
     extra = ["--only-summary", "--loglevel", "WARNING", *args]
     if "--processes" in args and "--master-bind-port" not in args:  # not Locust's fixed 5557: runs may overlap
         port = str(free_port())
@@ -115,6 +115,13 @@ def vllm_missing(why: str) -> NoReturn:
     pytest.skip(f"vLLM not installed ({why}); run `slogate setup-cpu`")
 
 
+def warm_up(url: str) -> None:
+    """tests/session_vllm.py's warm-up, imported when called (it imports ssl: see this module's docstring)."""
+    from tests import session_vllm
+
+    session_vllm.warm_up(url)
+
+
 class SessionVllm:
     """The session's vLLM CPU server (tests/session_vllm.py): started here, or adopted from the holder
     scripts/test.sh started before the parallel tests (SLOGATE_TEST_VLLM_STATE). A test may kill it and
@@ -123,6 +130,8 @@ class SessionVllm:
 
     def __init__(self, log_dir: Path) -> None:
         from slogate.launch.installation import InstallError
+
+        from tests import session_vllm
 
         state = os.environ.get(session_vllm.STATE_ENV)
         began = time.monotonic()

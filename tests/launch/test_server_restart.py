@@ -15,7 +15,8 @@ import pytest
 from slogate.slo.gate.facts import from_utc_iso
 from slogate.slo.plugin.scraper import fetch
 
-from tests.conftest import LocustRun, SessionVllm, run_locust, warm_up
+from tests.conftest import LocustRun, SessionVllm, run_locust
+from tests.session_vllm import warm_up
 
 pytestmark = pytest.mark.vllm
 
