@@ -82,6 +82,10 @@ class Workers:
     bind_port: int = LOCUST_MASTER_PORT
     max_wait_s: float = 120.0
 
+    def __post_init__(self) -> None:
+        if self.processes < 1 or self.expect < 0 or (self.processes > 1 and self.expect):
+            raise ValueError(f"Workers: processes >= 1 here or expect > 0 elsewhere, not both ({self})")
+
     @property
     def users(self) -> int:
         """Open-loop users: one per worker process."""

@@ -1,7 +1,7 @@
 """Run a gated Locust load and read its typed report, against a URL (`run_locust`) or against a
 profile launched for it and stopped after (`run_profile`). `slogate compare`, `slogate capacity`
 and the GPU sweep all go through here, so "start, load, stop, read the report" is written once.
-`work_for_master` is the other side of a run spread over machines (`slogate worker`).
+Signals reach a Locust child through `Forwarder`, to its whole process group.
 """
 
 from __future__ import annotations
@@ -11,18 +11,16 @@ import ctypes
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from slogate.launch import launcher
 from slogate.launch.knee import NoReport
-from slogate.launch.locust_command import locust_argv, worker_argv
+from slogate.launch.locust_command import locust_argv
 from slogate.launch.profile import Profile
-from slogate.slo.gate import exitcodes
 from slogate.slo.gate.report import Report, ReportError
 
 LOG_NAME = "locust.log"
@@ -65,25 +63,59 @@ def read_report(report_dir: Path) -> Report:
 
 def run_in_foreground(argv: Sequence[str]) -> int:
     """Run Locust (`slogate run`, `slogate demo`) as the user's foreground job: SIGINT (Ctrl-C) and
-    SIGTERM reach it once each, forwarded from here, and this process waits for it to judge and
+    SIGTERM reach it once each, forwarded from here to its process group (`--processes` workers
+    included, as a terminal would deliver them), and this process waits for it to judge and
     write its report, whatever it takes (a first signal stops the load and judges it inconclusive;
     a second ends it at once). The child has a session of its own, so a terminal's Ctrl-C is not
     delivered to it twice (once by the terminal, once forwarded); it is sent SIGTERM should this
     process die without forwarding anything (`dies_with_this_process`). Its exit code, or 128 + the
     signal that killed it, as shells report it."""
     child = subprocess.Popen(list(argv), start_new_session=True, preexec_fn=dies_with_this_process())
-
-    def forward(signum: int, frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with Forwarder(child):
         code = child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     return 128 - code if code < 0 else code
+
+
+def signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+    """Send `signum` to the process group `child` leads (`start_new_session`), as a terminal would:
+    Locust's `--processes` parent ignores a first SIGINT (its forked workers are to get it), and on
+    SIGTERM it quits at once and leaves them running (PDEATHSIG does not survive their fork)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signum)
+
+
+class Forwarder:
+    """While in use (`with`), SIGINT and SIGTERM are passed on to the process group of `child`
+    (set it as each is started) and kept in `signals`. A signal that came while no child, or the
+    one before, was set reaches the new one by `catch_up`."""
+
+    def __init__(self, child: subprocess.Popen[bytes] | None = None) -> None:
+        self.child = child
+        self.signals: list[int] = []
+        self._reached: set[int] = set()  # the children (pids) a signal was passed to
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Forwarder:
+        self._previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _forward(self, signum: int, frame: object) -> None:
+        self.signals.append(signum)
+        self._pass_on(signum)
+
+    def _pass_on(self, signum: int) -> None:
+        if self.child is not None:
+            self._reached.add(self.child.pid)
+            signal_group(self.child, signum)
+
+    def catch_up(self) -> None:
+        """Pass the last signal on to `child` if none reached it yet."""
+        if self.signals and self.child is not None and self.child.pid not in self._reached:
+            self._pass_on(self.signals[-1])
 
 
 def run_locust(
@@ -143,83 +175,3 @@ def run_profile(
     """Launch `profile`, run the gated load against it, stop it: the run's typed report."""
     with launched(profile, port, on_progress=on_progress) as started:
         return run_locust(started.server.url, report_dir, config=config, slo_file=slo_file, extra=extra, to_log=False)
-
-
-POLL_S = 0.2  # how often a worker looks for its master
-MASTER_GONE_S = 60.0  # a master writes its report after its workers quit: at most this long
-
-
-def listening(host: str, port: int) -> bool:
-    """Whether something accepts connections at `host`:`port` (a Locust master, for a worker)."""
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def work_for_master(
-    master_host: str,
-    master_port: int,
-    *,
-    locustfile: str | Path = "open-loop",
-    extra: Sequence[str] = (),
-    idle_s: float = 300.0,
-    say: Callable[[str], None] = print,
-) -> int:
-    """`slogate worker`: a Locust worker for each run of the master at `master_host`:`master_port`
-    (each step of `slogate capacity --expect-workers`), until SIGTERM or SIGINT, or until no master
-    has listened there for `idle_s`. Locust's workers exit when their master's run ends, so one is
-    started again after each run, once that master is gone (a worker that met the master on its
-    way out would never be counted by the next one). A line per run ended (`say`). Exit code: 0
-    after at least one run; SETUP_FAILED when no master came, or the Locust worker ended on its own
-    (a bad option, a locustfile that does not load: its output says why)."""
-    argv = worker_argv(master_host, master_port, locustfile=locustfile, extra=extra)
-    stop: list[int] = []
-    child: subprocess.Popen[bytes] | None = None
-
-    def forward(signum: int, frame: object) -> None:
-        stop.append(signum)
-        if child is not None:
-            with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    where, runs, seen = f"{master_host}:{master_port}", 0, time.monotonic()
-    say(f"slogate worker: for the master at {where} (stops after {idle_s:g} s without one)")
-    try:
-        while not stop:
-            child = subprocess.Popen(argv, start_new_session=True, preexec_fn=dies_with_this_process())
-            started, met = time.monotonic(), False
-            while child.poll() is None:
-                if listening(master_host, master_port):
-                    seen, met = time.monotonic(), True
-                elif time.monotonic() - seen > idle_s and not stop:
-                    say(f"slogate worker: no master at {where} for {idle_s:g} s: done after {runs} run(s)")
-                    child.terminate()
-                    child.wait()
-                    return exitcodes.PASS if runs else exitcodes.SETUP_FAILED
-                time.sleep(POLL_S)
-            code, took = child.returncode, time.monotonic() - started
-            if stop:
-                return exitcodes.PASS
-            gone = _wait_until(lambda: not listening(master_host, master_port), MASTER_GONE_S)
-            if not met or not gone:
-                say(f"slogate worker: the Locust worker ended on its own (exit {code}) while the master "
-                    f"{'goes on' if met else 'never answered'}: see its output above")  # fmt: skip
-                return exitcodes.SETUP_FAILED
-            runs, seen = runs + 1, time.monotonic()
-            say(f"slogate worker: run {runs} ended after {took:.1f} s (Locust exit {code}); waiting for the next")
-        return exitcodes.PASS
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(POLL_S)
-    return True

@@ -6,6 +6,7 @@ option of the locustfile, which Locust's own `--help` cannot show (slo/plugin/pa
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 from collections.abc import Callable
@@ -66,6 +67,17 @@ def port_number(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is no port: give a number from 1 to 65535")
     return int(text)
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0 (`slogate worker --idle-timeout`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is no finite number of seconds > 0")
+    return value
 
 
 def duration(text: str) -> str:

@@ -1,5 +1,5 @@
 """`slogate worker`: on another machine, a Locust worker for every run of a master, each step of
-`slogate capacity --expect-workers M` (launch/runner.py's `work_for_master`, docs/capacity-workers.md)."""
+`slogate capacity --expect-workers M` (launch/locust_worker.py's `work_for_master`, docs/capacity-workers.md)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from slogate.arguments import fail, port_number
+from slogate.arguments import fail, port_number, positive_seconds
 from slogate.launch.locust_command import LOCUST_MASTER_PORT, LOCUSTFILES
-from slogate.launch.runner import work_for_master
+from slogate.launch.locust_worker import work_for_master
 from slogate.slo.gate import exitcodes
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is no number of seconds > 0")
-    return value
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -2,17 +2,24 @@
 it): each step a Locust master with `--expect-workers`, the rate split exactly over the workers'
 users (launch/locust_command.py's `Workers`), a worker that comes back for the next step."""
 
+import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from slogate.launch import locust_worker
 from slogate.launch.locust_command import Workers, worker_argv
-from slogate.launch.runner import listening, run_locust, work_for_master
+from slogate.launch.locust_worker import listening, work_for_master
+from slogate.launch.runner import run_locust
 from slogate.launch.server import free_port
 from slogate.slo.gate import exitcodes
+
+from slogate.arguments import positive_seconds
 
 MODEL = "ttft_ms=1,tokens=2"
 
@@ -33,6 +40,73 @@ def test_a_worker_without_a_master_stops_after_its_idle_timeout() -> None:
     port, lines = free_port(), []
     code = work_for_master("127.0.0.1", port, idle_s=0.5, extra=["--loglevel", "ERROR"], say=lines.append)
     assert code == exitcodes.SETUP_FAILED and "no master at" in lines[-1] and not listening("127.0.0.1", port)
+
+
+def test_workers_here_and_elsewhere_do_not_mix_and_an_idle_timeout_is_finite() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        Workers(processes=2, expect=3)
+    with pytest.raises(argparse.ArgumentTypeError):
+        positive_seconds("inf")
+    assert positive_seconds("0.5") == 0.5
+
+
+def fake_locust(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, code: str) -> Path:
+    """Has `work_for_master` start `python -c code` for its Locust worker; each start appends to the file returned."""
+    starts = tmp_path / "starts"
+    script = f"open({str(starts)!r}, 'a').write('x'); {code}"
+    monkeypatch.setattr(locust_worker, "worker_argv", lambda *a, **k: [sys.executable, "-c", script])
+    return starts
+
+
+def test_a_worker_that_gave_up_waiting_for_a_master_is_started_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    starts = fake_locust(monkeypatch, tmp_path, "import time, sys; time.sleep(0.4); sys.exit(255)")
+    monkeypatch.setattr(locust_worker, "FAILED_START_S", 0.2)
+    lines: list[str] = []
+    code = work_for_master("127.0.0.1", free_port(), idle_s=2, say=lines.append)
+    assert code == exitcodes.SETUP_FAILED and "no master at" in lines[-1] and len(starts.read_text()) >= 2
+
+
+def test_a_worker_that_fails_at_once_is_reported_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_locust(monkeypatch, tmp_path, "import time, sys; time.sleep(0.5); sys.exit(2)")
+    lines: list[str] = []
+    began = time.monotonic()
+    with socket.create_server(("127.0.0.1", 0)) as master:  # listening, as a master that goes on
+        code = work_for_master("127.0.0.1", master.getsockname()[1], idle_s=60, say=lines.append)
+    assert code == exitcodes.SETUP_FAILED and "(exit 2)" in lines[-1] and time.monotonic() - began < 10
+
+
+def group_of(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group `pgid`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_stop_ends_every_process_of_a_worker_with_processes(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "slogate.cli", "worker", "--master-host", "127.0.0.1", "--master-port",
+            str(free_port()), "--idle-timeout", "60", "--", "--processes", "2", "--loglevel", "ERROR"]  # fmt: skip
+    worker = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        children = Path(f"/proc/{worker.pid}/task/{worker.pid}/children")
+        deadline = time.monotonic() + 60
+        while not children.read_text().split() or len(group_of(int(children.read_text().split()[0]))) < 3:
+            assert time.monotonic() < deadline and worker.poll() is None, "no Locust worker with 2 processes"
+            time.sleep(0.1)
+        pgid = int(children.read_text().split()[0])
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == exitcodes.PASS
+        assert group_of(pgid) == []
+    finally:
+        worker.kill()
 
 
 def start_workers(port: int, n: int, out: Path) -> list[subprocess.Popen[bytes]]:
