@@ -19,8 +19,7 @@ interval) goes to `summary.json` and `summary.md` in `--out`:
 
     .venv/bin/python benchmarks/capacity_repeat.py [--searches 20 | --simulate 40] [--parallel 4
         --cpus-per-search 3] [--search-timeout-s 500] [--slots 8 --ttft-ms 200 --tokens 5 --itl-ms 50]
-        [--lognormal 0.5 --target-ms 600] [--target-ms 320] [--out DIR]
-        [-- extra slogate capacity options]
+        [--lognormal 0.5 --target-ms 600] [--target-ms 320] [--out DIR] [-- extra slogate capacity options]
 """
 
 from __future__ import annotations
@@ -41,7 +40,9 @@ from pathlib import Path
 
 import numpy as np
 from slogate.launch import fault_server
+from slogate.launch.capacity_at import judge_at_rate
 from slogate.launch.knee import SearchSettings, search
+from slogate.launch.knee_adaptive import AUTO, batch_length
 from slogate.launch.knee_interval import StepJudge
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, certain_verdict, look, waits_for
 from slogate.slo.gate.facts import DECIDED, RunStop
@@ -106,8 +107,7 @@ def p95_ttft_ms(rate: float, shape: Shape, arrivals: int = 400_000, seed: int = 
 
 
 def true_knee(shape: Shape, target_ms: float, arrivals: int = 400_000) -> float:
-    """The rate (req/s) at which the steady-state p95 TTFT reaches `target_ms`, by bisection below
-    the capacity."""
+    """The rate (req/s) at which the steady-state p95 TTFT reaches `target_ms` (bisection)."""
     low, high = 0.01 * shape.capacity_rps, shape.capacity_rps
     if p95_ttft_ms(low, shape, arrivals) > target_ms:
         raise ValueError(f"p95 TTFT above {target_ms:g} ms even at {low:g} req/s: no knee")
@@ -180,7 +180,8 @@ def _record(sent_s: float, ttft_ms: float) -> RequestRecord:
 
 
 def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[str]) -> list[Row]:
-    """`--simulate N`: N searches in-process against `SimulatedStep`s, with the CLI's search options."""
+    """`--simulate N`: N searches (or, `-- --min-capacity R`, tests at R) in-process against
+    `SimulatedStep`s, with the CLI's search options."""
     ap = argparse.ArgumentParser(prog="simulated search options")
     ap.add_argument("--rate-start", type=float, default=1.0)
     ap.add_argument("--precision", type=float, default=0.1)
@@ -188,21 +189,22 @@ def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[st
     ap.add_argument("--warmup-s", type=float, default=5.0)
     ap.add_argument("--max-steps", type=int, default=12)
     ap.add_argument("--probe-s", type=float, default=3.0)
-    ap.add_argument("--batch-s", type=float, default=None)
+    ap.add_argument("--batch-s", type=batch_length, default=AUTO)
     ap.add_argument("--no-early-stop", dest="early_stop", action="store_false")
+    ap.add_argument("--min-capacity", type=float, default=None, help="the test at R: covered = the right decision")
     o = ap.parse_args(extra)
     spec = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": args.target_ms}]})
     settings = SearchSettings(o.rate_start, o.precision, o.step_s, o.max_steps, probe_s=o.probe_s)
-    rows = []
+    rows, at, where, judge = [], o.min_capacity, Path("/nonexistent"), StepJudge(spec, batch_s=o.batch_s)
+    early = o.early_stop and (o.batch_s is None or (o.batch_s == AUTO and at is not None))  # as the CLI
     for i in range(1, args.simulate + 1):
-        early = o.early_stop and o.batch_s is None
         step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i)
         probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i)
-        result = search(
-            step, settings, Path("/nonexistent"), judge=StepJudge(spec, batch_s=o.batch_s), probe_step=probe
-        )
+        result = judge_at_rate(step, at, settings, where, judge) if at else None
+        result = result or search(step, settings, where, judge=judge, probe_step=probe)
         low, high = result.interval_rps
-        covered = low is not None and high is not None and low <= knee <= high
+        covered = low is not None and high is not None and low <= knee <= high  # the test at R: the right exit
+        covered = covered if at is None else result.exit_code(at) == (0 if at <= knee else 1)
         width = (high - low) / knee if low is not None and high is not None else None
         wall = step.wall_s + probe.wall_s
         rows.append(Row(i, low, high, covered, width, round(wall, 1), len(result.steps), result.exit_code(), None,

@@ -29,6 +29,7 @@ from slogate.launch.knee import (
 from slogate.launch.knee_interval import StepJudge, early_pass_note
 from slogate.launch.knee_outcome import ProfileOutcome, overall_exit_code
 from slogate.launch.launcher import LAUNCH_ERRORS
+from slogate.launch.locust_command import ONE_PROCESS, Workers
 from slogate.launch.profile import Profile
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE
@@ -48,11 +49,11 @@ def locust_step(
     locust_args: Sequence[str] = (),
     abort_on_fail: bool = True,
     early_stop: bool = True,
-    processes: int = 1,
+    workers: Workers = ONE_PROCESS,
 ) -> RunStep:
     """A `RunStep` that runs the open-loop user in a Locust subprocess against `host`: one user
-    sending `rate` requests/s (with `processes` > 1, Locust's `--processes`: one user per process,
-    each at rate / processes, so the offered rate is exact across them; the arrival process and
+    sending `rate` requests/s (with `workers`, one user per worker process, here or elsewhere, each
+    at rate / users, so the offered rate is exact across them; the arrival process and
     every workload option are the caller's `locust_args`), `warmup_s` not judged, then `step_s`
     measured, stopped early by `--slo-abort-on-fail` when an SLO fails beyond noise over the step
     (unless `abort_on_fail` is false: a plain sweep) and by `--slo-stop-when-decided` as soon as
@@ -67,8 +68,7 @@ def locust_step(
             "--slo-interval-s", "1",
             *locust_args,
             # What makes the step this step: not overridable.
-            "--users", str(processes), "--spawn-rate", str(processes), "--arrival-rate", f"{rate / processes:.9g}",
-            *(["--processes", str(processes)] if processes > 1 else []),
+            *workers.step_args(rate),
             "--run-time", f"{math.ceil(warmup_s + step_s)}s", "--slo-warmup-s", f"{warmup_s:g}",
         ]  # fmt: skip
         return runner.run_locust(
@@ -82,7 +82,7 @@ def locust_step(
 # after `--`, they would be overridden without a word, so they are refused (`refuse_step_options`).
 STEP_SET = {
     "--users": "-u", "--spawn-rate": "-r", "--arrival-rate": None, "--run-time": "-t", "--slo-warmup-s": None,
-    "--processes": None,
+    "--processes": None, "--master": None, "--expect-workers": None, "--worker": None,
 }  # fmt: skip
 
 
@@ -133,7 +133,7 @@ class StepOptions:
     config: str | Path | None = None
     locust_args: Sequence[str] = ()
     early_stop: bool = True  # each step ends as soon as its verdict is certain (--no-early-stop: off)
-    processes: int = 1  # Locust processes per step, the rate split exactly across them (--processes)
+    workers: Workers = ONE_PROCESS  # where a step's users run, the rate split exactly (--processes, --expect-workers)
     judge: StepJudge = field(default_factory=StepJudge)
 
 
@@ -154,7 +154,7 @@ def search_target(
     before (`partial`)."""
     step = locust_step(
         url, slo_file=options.slo_file, warmup_s=options.warmup_s, config=options.config,
-        locust_args=options.locust_args, early_stop=options.early_stop, processes=options.processes,
+        locust_args=options.locust_args, early_stop=options.early_stop, workers=options.workers,
         # Deciding early, a failing step ends once the bounds fail it: the abort's window bound would
         # cut it before they can (a step then bounds nothing). Without the early stop, the abort, but
         # not on batches (--batch-s): a run it cut would hold too few batches to decide.
@@ -163,7 +163,7 @@ def search_target(
     # Probes on the way up (launch/knee_probe.py): a short warm-up, no abort, each only a direction.
     probe = locust_step(
         url, slo_file=options.slo_file, warmup_s=min(options.warmup_s, PROBE_WARMUP_S), config=options.config,
-        locust_args=options.locust_args, early_stop=options.early_stop, processes=options.processes,
+        locust_args=options.locust_args, early_stop=options.early_stop, workers=options.workers,
         abort_on_fail=False,
     )  # fmt: skip
     judge = options.judge

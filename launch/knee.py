@@ -6,9 +6,8 @@ start at the first probe over: launch/knee_probe.py), then bisects until the int
 decided pass, lowest decided fail] is within `precision` of its lower end, or the steps left
 undecided inside it are all within `precision` of their neighbours (launch/knee_interval.py
 decides each step by the anytime-valid bounds; an undecided step's nearest-rank verdict says which
-way to go). Each step is one judged
-run at a fixed offered rate: the search only sees its `Report`, through a `RunStep` callback, so it
-runs against anything that can produce one (launch/capacity.py runs Locust; a benchmark its own).
+way to go). Each step is one judged run at a fixed offered rate: the search only sees its `Report`,
+through a `RunStep` callback (launch/capacity.py runs Locust; a benchmark its own).
 
 A step is pass, fail or inconclusive, as its report's verdict says, and its `decision` pass, fail
 or undecided, as the bounds say. An undecided step (within noise of a target, too few samples, the
@@ -158,6 +157,7 @@ class CapacityResult:
     stopped_because: str = ""  # why the search ended, in words
     ttft_targets_ms: dict[str, float] = field(default_factory=dict)  # per class, from the SLO file (for the chart)
     confidence: float = 0.99  # of each step's decision (--slo-confidence)
+    independent: bool = False  # the decisions assume independent requests (--batch-s 0)
 
     @property
     def judged(self) -> list[Step]:
@@ -258,7 +258,7 @@ def search(
     would be; exit 2) or wrote no report (exit 3)."""
     settings.check()
     judge = judge or StepJudge()
-    result = CapacityResult(settings, confidence=judge.confidence)
+    result = CapacityResult(settings, confidence=judge.confidence, independent=judge.batch_s is None)
     rate: float | None = settings.rate_start
     if settings.probe_s > 0:
 

@@ -24,6 +24,7 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from slogate.launch.knee_adaptive import AUTO, decide_adaptive
 from slogate.launch.knee_batch import batchable, clean_pass_batches, decide_batched
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, look, waits_for
 from slogate.slo.gate.facts import DECIDED
@@ -33,6 +34,8 @@ from slogate.slo.gate.self_check import assess
 from slogate.slo.gate.sequential import FAIL, PASS, UNDECIDED
 from slogate.slo.gate.spec import Objective, SloSpec
 from slogate.slo.gate.verdict import Outcome, Verdict
+
+ADAPTIVE_RUNS = 3  # runs of --step-s a step on adaptive batches may pool before it is left undecided
 
 __all__ = ["FAIL", "PASS", "UNDECIDED", "StepJudge", "cannot_pass_early", "early_pass_note", "interval"]
 
@@ -67,13 +70,18 @@ class StepJudge:
     spec: SloSpec | None = None
     confidence: float = DEFAULT_CONFIDENCE
     not_blocking: tuple[str, ...] = ()
-    batch_s: float | None = None  # decide latency percentiles on batches of this many seconds (launch/knee_batch.py)
+    # Latency percentiles decided per request (None), on batches of this many seconds (launch/knee_batch.py),
+    # or AUTO: on batches as long as each step's measured correlation (launch/knee_adaptive.py).
+    batch_s: float | str | None = None
 
     def attempts(self, step_s: float) -> tuple[float, ...]:
         """The measured seconds of each run a step may take: run again twice as long, once; on
         batches, runs of `step_s` pooled until about twice the batches a clean pass needs."""
         if self.batch_s is None:
             return (step_s, 2 * step_s)
+        if self.batch_s == AUTO:
+            return (step_s,) * ADAPTIVE_RUNS
+        assert isinstance(self.batch_s, float | int)
         return (step_s,) * max(3, math.ceil(2 * clean_pass_batches(1 - self.confidence) * self.batch_s / step_s))
 
     def decide(self, report: Report, earlier: Sequence[Report] = ()) -> str:
@@ -112,12 +120,14 @@ class StepJudge:
     def _batched(self, spec: SloSpec, reports: Sequence[Report]) -> dict[str, str]:
         """The latency percentiles decided on the batches of `reports` (runs at one rate, each
         after its warm-up: independent segments), at the levels `look` gives them."""
-        assert self.batch_s is not None
         alpha = 1 - self.confidence
         fail_alpha = alpha / max(1, sum(o.kind.decidable_early(o) for o in spec.objectives))
         stores = [r.measurements for r in reports]
+        batch_s = self.batch_s
         return {
-            o.name: decide_batched(o, stores, self.batch_s, alpha, fail_alpha)
+            o.name: decide_adaptive(o, stores, alpha, fail_alpha)
+            if batch_s == AUTO
+            else decide_batched(o, stores, float(batch_s or 0), alpha, fail_alpha)
             for o in spec.objectives
             if batchable(o, stores[-1])
         }

@@ -13,13 +13,20 @@ from slogate.commands.common import DEMO_CONF, add_report_dir, guarded, report_l
 from slogate.launch import capacity, launcher
 from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, write_error
 from slogate.launch.knee import DEFAULT_RATE_MAX, CapacityInputError, SearchSettings
+from slogate.launch.knee_adaptive import AUTO, batch_length
 from slogate.launch.knee_interval import StepJudge
 from slogate.launch.knee_outcome import outcome_exit_code
+from slogate.launch.locust_command import LOCUST_MASTER_PORT, Workers
 from slogate.launch.profile import load_profile
 from slogate.launch.validate import validate
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.option_values import OptionError, check_host
 from slogate.slo.gate.spec import SloSpecError, load_spec
+
+
+def step_workers(args: argparse.Namespace) -> Workers:
+    """Where each step's open-loop users run: --processes here, or --expect-workers started elsewhere."""
+    return Workers(args.processes, args.expect_workers, args.master_bind_host, args.master_bind_port)
 
 
 def capacity_settings(args: argparse.Namespace) -> tuple[SearchSettings, StepJudge]:
@@ -45,17 +52,26 @@ def capacity_settings(args: argparse.Namespace) -> tuple[SearchSettings, StepJud
     capacity.refuse_step_options(args.locust_args)
     if args.processes < 1:
         raise CapacityInputError(f"--processes: must be >= 1, got {args.processes}")
-    rate_max = DEFAULT_RATE_MAX * args.processes if args.rate_max is None else args.rate_max
+    if args.expect_workers < 0:
+        raise CapacityInputError(f"--expect-workers: must be >= 0, got {args.expect_workers}")
+    if args.expect_workers and args.processes > 1:
+        raise CapacityInputError(
+            "--expect-workers with --processes: a step's master forks no workers of its own; give each worker "
+            "machine's `slogate worker` `-- --processes N` instead"
+        )
+    rate_max = DEFAULT_RATE_MAX * step_workers(args).users if args.rate_max is None else args.rate_max
     settings = SearchSettings(args.rate_start, args.precision, args.step_s, args.max_steps, rate_max, args.probe_s)
     settings.check()
-    if args.batch_s is not None and not args.batch_s > 0:
-        raise CapacityInputError(f"--batch-s: must be > 0 seconds, got {args.batch_s:g}")
+    try:
+        batch_s = batch_length(args.batch_s)
+    except ValueError as e:
+        raise CapacityInputError(str(e)) from None
     if args.min_capacity is not None and not args.search and args.min_capacity > rate_max:
         raise CapacityInputError(
             f"--min-capacity {args.min_capacity:g}: above --rate-max {rate_max:g} req/s, what the load processes "
-            "read exactly: a test there would measure the client (more --processes raise it)"
+            "read exactly: a test there would measure the client (more --processes or --expect-workers raise it)"
         )
-    return settings, replace(capacity.step_judge(spec, args.locust_args), batch_s=args.batch_s)
+    return settings, replace(capacity.step_judge(spec, args.locust_args), batch_s=batch_s)
 
 
 def show(text: str) -> None:
@@ -70,12 +86,13 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     except CapacityInputError as e:
         write_error(out, e)
         return fail(str(e), exitcodes.USAGE)
-    # Batches decide each step: the per-request bounds of Locust's early stop would end it too soon.
-    early_stop = args.early_stop and args.batch_s is None
-    options = capacity.StepOptions(
-        args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, early_stop, args.processes, judge
-    )
     knee = args.search or args.min_capacity is None
+    # Batches decide each step: the per-request bounds of Locust's early stop would end it too soon, but for the
+    # test at R on adaptive batches, whose stop is judged again on them (pooled with a further run if undecided).
+    early_stop = args.early_stop and (judge.batch_s is None or (judge.batch_s == AUTO and not knee))
+    options = capacity.StepOptions(
+        args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, early_stop, step_workers(args), judge
+    )
 
     def run() -> int:
         if args.host:
@@ -128,25 +145,46 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--batch-s",
-        type=float,
-        default=None,
-        help="decide latency percentiles on batches of this many seconds of consecutive requests, not per request: "
-        "valid when the server's waits are correlated (a queue's busy periods near the knee), if the batches are "
-        "longer than that; a pass needs ~130 batches: a step is runs of --step-s, pooled, until decided or twice that; "
-        "turns the early stop and the abort off",
+        default=AUTO,
+        metavar="auto|0|S",
+        help="how latency percentiles are decided: auto (default): on batches of requests as long as each step's "
+        "measured correlation (a queue's busy periods near the knee), valid when waits are correlated; a step is up "
+        "to 3 runs of --step-s, pooled (the search runs each whole: no early stop). 0: per request, requests assumed "
+        "independent (fast, overconfident near the knee). S > 0: on batches of S seconds (a pass needs ~130 "
+        "batches: runs pooled until decided or twice that; no early stop). The abort on a breach is off but for 0",
     )
     p.add_argument(
         "--rate-max",
         type=float,
         default=None,
-        help=f"the highest rate a step offers (default {DEFAULT_RATE_MAX:g} req/s per --processes, what one load "
-        "process reads exactly): a search that passes it stops there, capacity at least that",
+        help=f"the highest rate a step offers (default {DEFAULT_RATE_MAX:g} req/s per process of --processes or "
+        "--expect-workers, what one load process reads exactly): a search that passes it stops there, capacity at "
+        "least that",
     )
     p.add_argument(
         "--processes",
         type=int,
         default=1,
         help="Locust processes per step (default 1), one open-loop user each, the rate split exactly across them",
+    )
+    p.add_argument(
+        "--expect-workers",
+        type=int,
+        default=0,
+        help="workers started on other machines (`slogate worker --master-host THIS`) that each step, a Locust "
+        "master, waits for: one open-loop user each, the rate split exactly across them (docs/capacity-workers.md)",
+    )
+    p.add_argument(
+        "--master-bind-host",
+        default="*",
+        help="with --expect-workers: the interface the steps' master listens on (default *: every one)",
+    )
+    p.add_argument(
+        "--master-bind-port",
+        type=port_number,
+        default=LOCUST_MASTER_PORT,
+        help="with --expect-workers: the port it listens on, `slogate worker --master-port` "
+        f"(default {LOCUST_MASTER_PORT})",
     )
     p.add_argument(
         "--min-capacity",

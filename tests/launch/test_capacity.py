@@ -294,7 +294,7 @@ def test_a_host_search_stopped_by_a_lost_report_exits_with_what_its_steps_proved
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
     out = tmp_path / "out"
     argv = ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(out), "--rate-start", "5"]
-    argv += ["--probe-s", "0"]  # decided steps from the start: a probe proves nothing
+    argv += ["--probe-s", "0", "--batch-s", "0"]  # decided steps from the start, per request (a probe proves nothing)
     assert main([*argv, "--min-capacity", str(minimum), "--search"]) == code
     assert f"the capacity {said} --min-capacity" in capsys.readouterr().err
     assert json.loads((out / "capacity.json").read_text())["exit_code"] == code
@@ -356,6 +356,7 @@ def test_finds_the_fault_servers_known_knee_and_gates_on_it(own_fault_server, tm
         [
             sys.executable, "-m", "slogate.cli", "capacity", "--host", url, "--slo-file", str(slo), "--search",
             "--rate-start", "12", "--warmup-s", "1", "--step-s", "5", "--min-capacity", "25", "--out", str(out),
+            "--batch-s", "0",  # per request: steps that end once decided (the default runs them whole)
             "--", "--model", "slots=4,ttft_ms=100,tokens=5,itl_ms=25", "--shared-prefix-tokens", "20",
             "--arrival-process", "constant",
         ],
@@ -391,6 +392,6 @@ def test_steps_end_when_decided_unless_no_early_stop(
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
     out = tmp_path / "out"
     argv = ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(out), "--rate-start", "5"]
-    assert main([*argv, *([] if early else ["--no-early-stop"])]) == exitcodes.PASS
+    assert main([*argv, "--batch-s", "0", *([] if early else ["--no-early-stop"])]) == exitcodes.PASS
     assert all(("--slo-stop-when-decided" in extra) == early for extra in sent) and sent
     assert ("(decided at 3 s)" in (out / "capacity.md").read_text()) == early

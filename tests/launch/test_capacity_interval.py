@@ -77,6 +77,8 @@ def test_the_knee_is_an_interval_of_decided_steps_and_undecided_ones_in_the_brac
     assert result.decided and result.exit_code() == exitcodes.PASS, result.stopped_because
     data = result.to_json()
     assert data["interval_rps"] == [low, high] and data["confidence"] == 0.99
+    assert headline(result) == f"capacity {low:g}-{high:g} req/s (99 %, requests assumed independent)"  # per request
+    result.independent = False  # decided on batches (--batch-s auto or S): the confidence stands as it is
     assert headline(result) == f"capacity {low:g}-{high:g} req/s (99 %)"
 
 
@@ -162,7 +164,8 @@ def test_the_test_at_r_decides_the_fault_servers_known_capacity_in_seconds(own_f
         took = time.monotonic() - started
         data = json.loads((out / "capacity.json").read_text())
         assert proc.returncode == code, proc.stderr[-3000:]
-        assert len(data["steps"]) == 1 and data["steps"][0]["attempts"] == 1
+        # Adaptive batches (the default) count 2 requests as one sample when none is over: a second run, pooled.
+        assert len(data["steps"]) == 1 and data["steps"][0]["attempts"] <= 2
         assert took < 45, took  # the bound: decided in seconds, far below its 31 s step
 
 
@@ -185,3 +188,11 @@ def test_processes_split_the_steps_rate_exactly_and_raise_the_rate_max(
     assert float(extra[extra.index("--arrival-rate") + 1]) == 350  # each process's user: half the rate
     assert main([*argv, "--min-capacity", "700"]) == exitcodes.USAGE  # one process: above its --rate-max
     assert main([*argv, "--", "--processes", "3"]) == exitcodes.USAGE  # the step sets it
+    # Workers on other machines: the step is a master waiting for them, one user each at an exact share.
+    assert main([*argv, "--min-capacity", "700", "--expect-workers", "2", "--master-bind-port", "5601"]) == 0
+    extra = sent[-1]
+    assert "--master" in extra and extra[extra.index("--expect-workers") + 1] == "2" and "--processes" not in extra
+    assert float(extra[extra.index("--arrival-rate") + 1]) == 350
+    assert extra[extra.index("--master-bind-port") + 1] == "5601"
+    assert main([*argv, "--expect-workers", "2", "--processes", "2"]) == exitcodes.USAGE
+    assert main([*argv, "--", "--expect-workers", "2"]) == exitcodes.USAGE  # the step sets it

@@ -1,0 +1,125 @@
+"""A step's percentile objectives decided on batches as long as the step's own correlation needs
+(`--batch-s auto`, the default).
+
+Near a queue's knee the requests' waits come in busy periods: whether one request is over its
+target says a lot about the next, and the per-request bounds (slo/gate/sequential.py, independent
+samples) are then overconfident. How much is measured, step by step: the integrated
+autocorrelation time tau of the over-target indicator in send order (1 for independent requests,
+(1 + rho) / (1 - rho) for an AR(1) series), estimated from the step's 1-s time series of
+exceedance counts (their long-run variance, Geyer's initial monotone sequence estimator, over the
+binomial variance). The exceedances are then counted in batches of k = max(1, SAFETY x tau)
+requests: n requests and x over the target count as n/k samples and x/k exceedances in the
+per-request bounds (an effective sample size). Far below the knee (tau ~ 1, or nothing over the
+target to measure it by) a step needs twice the requests of the per-request test; near the knee
+k times them, or it stays undecided. A floor of 1 (k = 1) is reached only by a negatively
+correlated series. The guarantee is approximate (tau is estimated from the step itself; SAFETY covers its
+noise): docs/capacity.md gives the coverage it measured in simulation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.objective_kinds import Objective
+from slogate.slo.gate.record import ALL
+from slogate.slo.gate.sequential import FAIL, PASS, UNDECIDED, exceedance_limit, fail_threshold, pass_threshold
+
+AUTO = "auto"  # `--batch-s auto`
+SAFETY = 2.0  # batches this many times the estimated correlation time
+
+
+def integrated_autocorrelation_time(x: Sequence[float] | np.ndarray) -> float:
+    """tau = 1 + 2 sum_k rho_k of a stationary series, by Geyer's initial monotone sequence
+    estimator (sums of adjacent autocovariance pairs while positive and decreasing); 1 for a
+    constant or too short series."""
+    d = np.asarray(x, dtype=float)
+    n = len(d)
+    d = d - d.mean() if n else d
+    gamma0 = float(d @ d) / n if n else 0.0
+    if n < 4 or gamma0 <= 0:
+        return 1.0
+    total, last = -gamma0, math.inf
+    for m in range(n // 2):
+        pair = sum(float(d[: n - k] @ d[k:]) / n for k in (2 * m, 2 * m + 1) if k < n)
+        if pair <= 0:
+            break
+        last = min(last, pair)
+        total += 2 * last
+    return total / gamma0
+
+
+def request_correlation(over: Sequence[int], totals: Sequence[int]) -> float:
+    """The indicators' tau from per-interval counts of requests over the target (`over`) and of
+    requests (`totals`): the counts' long-run variance per request over p(1 - p); 1 with no
+    exceedance (or nothing under the target) to measure it by."""
+    x, n = np.asarray(over, dtype=float), np.asarray(totals, dtype=float)
+    if not n.sum() or len(n) < 4:
+        return 1.0
+    p = x.sum() / n.sum()
+    if p <= 0 or p >= 1:
+        return 1.0
+    d = x - p * n
+    long_run = float(d @ d) / len(d) * integrated_autocorrelation_time(d)
+    return long_run / (n.mean() * p * (1 - p))
+
+
+def interval_counts(o: Objective, m: MetricsStore) -> tuple[list[int], list[int]]:
+    """Requests over `o`'s target and requests, per interval of `m`'s time series, in send order."""
+    assert o.max is not None
+    series = m.intervals
+    over, totals = [], []
+    for idx in sorted(series.intervals):
+        by_class = series.intervals[idx]
+        cells = by_class.values() if o.request_class == ALL else [c for c in [by_class.get(o.request_class)] if c]
+        x = n = 0
+        for cell in cells:
+            h = cell.read(o.metric)
+            for value_ms, count in h.values_and_counts_ms() if h is not None else ():
+                x += count if value_ms > o.max else 0
+                n += count
+        over.append(x)
+        totals.append(n)
+    return over, totals
+
+
+def batch_requests(runs: Sequence[MetricsStore], o: Objective) -> tuple[float, int, int]:
+    """(k, requests over the target, requests) of `runs` at one rate: k the batch length in requests."""
+    over: list[int] = []
+    totals: list[int] = []
+    for m in runs:
+        x, n = interval_counts(o, m)
+        over += x
+        totals += n
+    return max(1.0, SAFETY * request_correlation(over, totals)), sum(over), sum(totals)
+
+
+def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float) -> str:
+    """pass, fail or undecided: `o` on the per-request bounds with n/k samples and x/k exceedances."""
+    assert o.percentile is not None
+    q0 = exceedance_limit(o.percentile)
+    k, x, n = batch_requests(runs, o)
+    samples = math.floor(n / k)
+    if not samples:
+        return UNDECIDED
+    passes, fails = pass_threshold(samples, q0, pass_alpha), fail_threshold(samples, q0, fail_alpha)
+    if passes is not None and x / k <= passes:
+        return PASS
+    if fails is not None and x / k >= fails:
+        return FAIL
+    return UNDECIDED
+
+
+def batch_length(text: str) -> float | str | None:
+    """`--batch-s`: "auto" (AUTO), 0 (None: per request, requests assumed independent) or seconds > 0."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds >= 0 or math.isinf(seconds):
+        raise ValueError(f"--batch-s: must be auto, 0 (per request) or seconds > 0, got {text}")
+    return seconds or None
