@@ -5,13 +5,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from slogate.launch import runner
 from slogate.launch.knee_adaptive import AUTO, batch_length, batch_requests, integrated_autocorrelation_time
 from slogate.launch.knee_interval import StepJudge
-from slogate.slo.gate.report import Report
 
 from slogate.cli import main
-from tests.launch.test_knee_batch import SPEC, clustered, step_report
+from tests.launch.test_knee_batch import SPEC, clustered, fake_capacity, step_report
 
 
 def ar1(rho: float, n: int, seed: int = 1) -> np.ndarray:
@@ -65,16 +63,7 @@ def test_batch_s_is_auto_0_or_seconds() -> None:
 def test_the_default_search_runs_steps_whole_on_adaptive_batches_and_0_is_per_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sent: list[list[str]] = []
-
-    def run_locust(host: str, report_dir: Path, **kw: object) -> Report:
-        sent.append(list(kw["extra"]))  # type: ignore[call-overload]
-        return step_report([100.0] * 300)
-
-    monkeypatch.setattr(runner, "run_locust", run_locust)
-    slo = tmp_path / "slo.yaml"
-    slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
-    argv = ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(tmp_path / "out")]
+    argv, sent = fake_capacity(tmp_path, monkeypatch)
     main([*argv, "--max-steps", "2", "--probe-s", "0"])
     assert sent and not any("--slo-stop-when-decided" in extra for extra in sent)
     sent.clear()

@@ -92,7 +92,9 @@ def test_a_step_on_batches_is_runs_of_step_s_pooled_until_decided(tmp_path: Path
     assert (result.steps[0].decision, runs) == ("fail", [30])
 
 
-def test_on_batches_no_run_is_ended_by_the_per_request_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def fake_capacity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[list[str]]]:
+    """`slogate capacity`'s argv (p95 TTFT <= 200 ms) against steps that each measure 300 TTFTs of
+    100 ms, and the Locust options of every step run, in order."""
     sent: list[list[str]] = []
 
     def run_locust(host: str, report_dir: Path, **kw: object) -> Report:
@@ -102,7 +104,11 @@ def test_on_batches_no_run_is_ended_by_the_per_request_bounds(tmp_path: Path, mo
     monkeypatch.setattr(runner, "run_locust", run_locust)
     slo = tmp_path / "slo.yaml"
     slo.write_text("slos:\n  - {metric: ttft, percentile: 95, max_ms: 200}\n")
-    argv = ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(tmp_path / "out")]
+    return ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(tmp_path / "out")], sent
+
+
+def test_on_batches_no_run_is_ended_by_the_per_request_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    argv, sent = fake_capacity(tmp_path, monkeypatch)
     main([*argv, "--min-capacity", "10", "--batch-s", "1"])
     assert sent and not any({"--slo-stop-when-decided", "--slo-abort-on-fail"} & set(extra) for extra in sent)
     sent.clear()
