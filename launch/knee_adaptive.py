@@ -5,15 +5,16 @@ Near a queue's knee the requests' waits come in busy periods: whether one reques
 target says a lot about the next, and the per-request bounds (slo/gate/sequential.py, independent
 samples) are then overconfident. How much is measured, step by step: the integrated
 autocorrelation time tau of the over-target indicator in send order (1 for independent requests,
-(1 + rho) / (1 - rho) for an AR(1) series), estimated from the step's 1-s time series of
-exceedance counts (their long-run variance, Geyer's initial monotone sequence estimator, over the
-binomial variance). The exceedances are then counted in batches of k = max(1, SAFETY x tau)
-requests: n requests and x over the target count as n/k samples and x/k exceedances in the
-per-request bounds (an effective sample size). Far below the knee (tau ~ 1, or nothing over the
-target to measure it by) a step needs twice the requests of the per-request test; near the knee
-k times them, or it stays undecided. A floor of 1 (k = 1) is reached only by a negatively
-correlated series. The guarantee is approximate (tau is estimated from the step itself; SAFETY covers its
-noise): docs/capacity.md gives the coverage it measured in simulation.
+(1 + rho) / (1 - rho) for an AR(1) series), estimated from the step's `--slo-interval-s` time
+series (1 s in a capacity step unless overridden) of exceedance counts (their long-run variance,
+Geyer's initial monotone sequence estimator, over the binomial variance). The exceedances are then
+counted in batches of k = max(1, SAFETY x tau) requests: n requests and x over the target count as
+n/k samples and x/k exceedances in the per-request bounds (an effective sample size). Far below
+the knee (tau ~ 1, or nothing over the target to measure it by) a step needs twice the requests of
+the per-request test; near the knee k times them, or it stays undecided. A floor of 1 (k = 1) is
+reached only by a negatively correlated series. The guarantee is approximate (tau is estimated
+from the step itself; SAFETY covers its noise): docs/capacity.md gives the coverage it measured in
+simulation.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def request_correlation(over: Sequence[int], totals: Sequence[int]) -> float:
     if p <= 0 or p >= 1:
         return 1.0
     d = x - p * n
+    if not np.any(d):  # every interval exactly at the mean: nothing to measure a correlation by
+        return 1.0
     long_run = float(d @ d) / len(d) * integrated_autocorrelation_time(d)
     return long_run / (n.mean() * p * (1 - p))
 
@@ -105,9 +108,10 @@ def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: floa
     if not samples:
         return UNDECIDED
     passes, fails = pass_threshold(samples, q0, pass_alpha), fail_threshold(samples, q0, fail_alpha)
-    if passes is not None and x / k <= passes:
+    exceedances = x * samples / n  # the observed share on the floored count (x / k could exceed it)
+    if passes is not None and exceedances <= passes:
         return PASS
-    if fails is not None and x / k >= fails:
+    if fails is not None and exceedances >= fails:
         return FAIL
     return UNDECIDED
 

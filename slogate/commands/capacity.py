@@ -151,7 +151,8 @@ def register(sub: Any) -> None:
         "measured correlation (a queue's busy periods near the knee), valid when waits are correlated; a step is up "
         "to 3 runs of --step-s, pooled (the search runs each whole: no early stop). 0: per request, requests assumed "
         "independent (fast, overconfident near the knee). S > 0: on batches of S seconds (a pass needs ~130 "
-        "batches: runs pooled until decided or twice that; no early stop). The abort on a breach is off but for 0",
+        "batches: runs pooled until decided or twice that; no early stop). The abort on a breach is used only "
+        "with 0 and --no-early-stop",
     )
     p.add_argument(
         "--rate-max",
