@@ -66,6 +66,20 @@ def _training_files() -> list[Path]:
     return files
 
 
+def tokenizer_config(chat_template: str) -> dict[str, object]:
+    """tokenizer_config.json of a generated model: the tokenizer `train_tokenizer` writes, ChatML's
+    special tokens, and the model's chat template."""
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 8192,
+        "bos_token": None,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "unk_token": None,
+        "chat_template": chat_template,
+    }
+
+
 def train_tokenizer(out_dir: Path) -> int:
     """Train and save the tokenizer; returns the id of `<|im_end|>` (the end-of-turn token)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -114,15 +128,6 @@ def make_model(out_dir: str | Path, size: str = "demo") -> Path:
     }
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "generation_config.json").write_text(json.dumps({"eos_token_id": eos_id}) + "\n")
-    tokenizer_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": 8192,
-        "bos_token": None,
-        "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>",
-        "unk_token": None,
-        "chat_template": CHATML_TEMPLATE,
-    }
-    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(CHATML_TEMPLATE), indent=2) + "\n")
     (out / "slogate-model.json").write_text(json.dumps({"size": size, "shape": shape.__dict__}) + "\n")
     return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from slogate.launch.model import SHAPES, train_tokenizer
+from slogate.launch.model import SHAPES, tokenizer_config, train_tokenizer
 
 IMAGE_TOKEN = "<image>"
 # Idefics3's processor writes these around each tile's image tokens.
@@ -106,16 +106,7 @@ def make_vision_model(out_dir: str | Path) -> Path:
     }
     _write(out, "config.json", config)
     _write(out, "generation_config.json", {"eos_token_id": eos_id})
-    tokenizer_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": 8192,
-        "bos_token": None,
-        "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>",
-        "unk_token": None,
-        "chat_template": VISION_TEMPLATE,
-    }
-    _write(out, "tokenizer_config.json", tokenizer_config)
+    _write(out, "tokenizer_config.json", tokenizer_config(VISION_TEMPLATE))
     image_processor = {
         "image_processor_type": "Idefics3ImageProcessor",
         "processor_class": "Idefics3Processor",
