@@ -42,7 +42,7 @@ import numpy as np
 from slogate.launch import fault_server
 from slogate.launch.capacity_at import judge_at_rate
 from slogate.launch.knee import SearchSettings, search
-from slogate.launch.knee_adaptive import AUTO, batch_length
+from slogate.launch.knee_batch import AUTO, batch_length
 from slogate.launch.knee_interval import StepJudge
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, certain_verdict, look, waits_for
 from slogate.slo.gate.facts import DECIDED, RunStop
@@ -127,8 +127,11 @@ class SimulatedStep:
     stop counted with the time they had waited; `wall_s` adds up what the steps would take. No
     abort on fail (steps with the early stop do not abort; without it the emulation runs them whole)."""
 
-    def __init__(self, shape: Shape, spec: SloSpec, warmup_s: float, early_stop: bool, seed: int) -> None:
+    def __init__(
+        self, shape: Shape, spec: SloSpec, warmup_s: float, early_stop: bool, seed: int, correlated: bool = False
+    ) -> None:
         self.shape, self.spec, self.warmup_s, self.early_stop = shape, spec, warmup_s, early_stop
+        self.correlated = correlated  # the early stop's percentiles on batches (--slo-correlated-requests)
         self.rng = np.random.default_rng(seed)
         self.wall_s = 0.0
 
@@ -158,7 +161,7 @@ class SimulatedStep:
                 while added < len(order) and first[order[added]] <= at:
                     store.add(_record(sent[order[added]], ttft[order[added]]))
                     added += 1
-                looks = look(self.spec, store, DEFAULT_CONFIDENCE)
+                looks = look(self.spec, store, DEFAULT_CONFIDENCE, correlated=self.correlated)
                 verdict = certain_verdict(looks, waits_for(self.spec, (), False), ())
                 if verdict is not None:
                     end, stop = (
@@ -197,9 +200,10 @@ def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[st
     settings = SearchSettings(o.rate_start, o.precision, o.step_s, o.max_steps, probe_s=o.probe_s)
     rows, at, where, judge = [], o.min_capacity, Path("/nonexistent"), StepJudge(spec, batch_s=o.batch_s)
     early = o.early_stop and (o.batch_s is None or (o.batch_s == AUTO and at is not None))  # as the CLI
+    correlated = o.batch_s == AUTO
     for i in range(1, args.simulate + 1):
-        step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i)
-        probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i)
+        step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i, correlated=correlated)
+        probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i, correlated=correlated)
         result = judge_at_rate(step, at, settings, where, judge) if at else None
         result = result or search(step, settings, where, judge=judge, probe_step=probe)
         low, high = result.interval_rps
@@ -207,7 +211,7 @@ def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[st
         covered = covered if at is None else result.exit_code(at) == (0 if at <= knee else 1)
         width = (high - low) / knee if low is not None and high is not None else None
         wall = step.wall_s + probe.wall_s
-        rows.append(Row(i, low, high, covered, width, round(wall, 1), len(result.steps), result.exit_code(), None,
+        rows.append(Row(i, low, high, covered, width, round(wall, 1), len(result.steps), result.exit_code(at), None,
                         result.stopped_because))  # fmt: skip
     return rows
 

@@ -26,6 +26,7 @@ from slogate.launch.knee import (
     SearchSettings,
     search,
 )
+from slogate.launch.knee_batch import AUTO
 from slogate.launch.knee_interval import StepJudge, early_pass_note
 from slogate.launch.knee_outcome import ProfileOutcome, overall_exit_code
 from slogate.launch.launcher import LAUNCH_ERRORS
@@ -49,6 +50,7 @@ def locust_step(
     locust_args: Sequence[str] = (),
     abort_on_fail: bool = True,
     early_stop: bool = True,
+    correlated: bool = False,
     workers: Workers = ONE_PROCESS,
 ) -> RunStep:
     """A `RunStep` that runs the open-loop user in a Locust subprocess against `host`: one user
@@ -57,7 +59,8 @@ def locust_step(
     every workload option are the caller's `locust_args`), `warmup_s` not judged, then `step_s`
     measured, stopped early by `--slo-abort-on-fail` when an SLO fails beyond noise over the step
     (unless `abort_on_fail` is false: a plain sweep) and by `--slo-stop-when-decided` as soon as
-    its verdict is certain either way (unless `early_stop` is false). Its output goes to
+    its verdict is certain either way (unless `early_stop` is false; `correlated`: latency
+    percentiles on batches as long as the requests' measured correlation). Its output goes to
     `locust.log` in the step's report directory."""
 
     def run(rate: float, step_s: float, report_dir: Path) -> Report:
@@ -65,6 +68,7 @@ def locust_step(
             # Overridable: the window and time series resolution.
             *(["--slo-abort-on-fail", "--slo-window-s", f"{step_s:g}"] if abort_on_fail else []),
             *(["--slo-stop-when-decided"] if early_stop else []),
+            *(["--slo-correlated-requests"] if early_stop and correlated else []),
             "--slo-interval-s", "1",
             *locust_args,
             # What makes the step this step: not overridable.
@@ -155,6 +159,7 @@ def search_target(
     step = locust_step(
         url, slo_file=options.slo_file, warmup_s=options.warmup_s, config=options.config,
         locust_args=options.locust_args, early_stop=options.early_stop, workers=options.workers,
+        correlated=options.judge.batch_s == AUTO,
         # Deciding early, a failing step ends once the bounds fail it: the abort's window bound would
         # cut it before they can (a step then bounds nothing). Without the early stop, the abort, but
         # not on batches (--batch-s): a run it cut would hold too few batches to decide.
@@ -164,7 +169,7 @@ def search_target(
     probe = locust_step(
         url, slo_file=options.slo_file, warmup_s=min(options.warmup_s, PROBE_WARMUP_S), config=options.config,
         locust_args=options.locust_args, early_stop=options.early_stop, workers=options.workers,
-        abort_on_fail=False,
+        correlated=options.judge.batch_s == AUTO, abort_on_fail=False,
     )  # fmt: skip
     judge = options.judge
     note = early_pass_note(judge.spec, judge.not_blocking) if options.early_stop and judge.spec else None

@@ -1,5 +1,6 @@
-"""A step's percentile objectives decided on batches of consecutive requests (`--batch-s`), for a
-server whose requests are not independent: near its knee a queue's waits come in busy periods, so
+"""`--batch-s` (`batch_length`: auto, 0 or seconds), and a step's percentile objectives decided on
+batches of consecutive requests of fixed length (`--batch-s S`), for a server whose requests are not
+independent: near its knee a queue's waits come in busy periods, so
 the per-request bounds of slo/gate/sequential.py (independent samples) are overconfident there.
 
 A batch is every request sent in `batch_s` seconds of the step (whole `--slo-interval-s`
@@ -29,25 +30,14 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from slogate.slo.gate.latency_metrics import INTERVAL_METRICS
 from slogate.slo.gate.metrics import MetricsStore
-from slogate.slo.gate.objective_kinds import LatencyPercentile, Objective
+from slogate.slo.gate.objective_kinds import Objective
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.sequential import FAIL, PASS, UNDECIDED, exceedance_limit
 
+AUTO = "auto"  # `--batch-s auto`: batches as long as each run's measured correlation (slo/gate/correlation.py)
 # Bets as fractions of the largest each side may place (the factor must stay > 0 at X = 0 or 1).
 LAMBDAS = np.array([0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.85, 0.99])
-
-
-def batchable(o: Objective, measurements: MetricsStore) -> bool:
-    """A latency percentile of one sample per request, with a ceiling, whose metric the time series keeps."""
-    return (
-        isinstance(o.kind, LatencyPercentile)
-        and o.kind.decidable_early(o)
-        and o.max is not None
-        and measurements.intervals.enabled
-        and o.metric in INTERVAL_METRICS
-    )
 
 
 def batch_fractions(o: Objective, measurements: MetricsStore, batch_s: float) -> list[float]:
@@ -107,3 +97,16 @@ def clean_pass_batches(alpha: float, q0: float = 0.05) -> int:
     largest bet alone (its share of the weight paid): ~130 at p95 and 99 %."""
     largest = math.log1p(LAMBDAS[-1] * q0 / (1 - q0))
     return math.ceil((math.log(len(LAMBDAS)) - math.log(alpha)) / largest)
+
+
+def batch_length(text: str) -> float | str | None:
+    """`--batch-s`: "auto" (AUTO), 0 (None: per request, requests assumed independent) or seconds > 0."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds >= 0 or math.isinf(seconds):
+        raise ValueError(f"--batch-s: must be auto, 0 (per request) or seconds > 0, got {text}")
+    return seconds or None

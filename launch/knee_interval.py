@@ -24,8 +24,8 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from slogate.launch.knee_adaptive import AUTO, decide_adaptive
-from slogate.launch.knee_batch import batchable, clean_pass_batches, decide_batched
+from slogate.launch.knee_batch import AUTO, clean_pass_batches, decide_batched
+from slogate.slo.gate.correlation import batchable, decide_adaptive
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, look, waits_for
 from slogate.slo.gate.facts import DECIDED
 from slogate.slo.gate.record import ALL
@@ -71,7 +71,7 @@ class StepJudge:
     confidence: float = DEFAULT_CONFIDENCE
     not_blocking: tuple[str, ...] = ()
     # Latency percentiles decided per request (None), on batches of this many seconds (launch/knee_batch.py),
-    # or AUTO: on batches as long as each step's measured correlation (launch/knee_adaptive.py).
+    # or AUTO: on batches as long as each step's measured correlation (slo/gate/correlation.py).
     batch_s: float | str | None = None
 
     def attempts(self, step_s: float) -> tuple[float, ...]:
@@ -96,7 +96,9 @@ class StepJudge:
             o.name for o in spec.objectives if not o.kind.decidable_early(o) or _never_passes_early(o)
         }
         stopped = report.run.stopped
-        if stopped is not None and stopped.reason == DECIDED and stopped.objectives and self.batch_s is None:
+        # A run the early stop decided keeps its states: per request, or on batches as long as its measured
+        # correlation (AUTO: the steps run with --slo-correlated-requests); fixed batches decide on their own.
+        if stopped is not None and stopped.reason == DECIDED and stopped.objectives and self.batch_s in (None, AUTO):
             states = {lk.name: lk.state for lk in stopped.objectives}
         else:
             run = report.run

@@ -21,6 +21,9 @@ in flight at the stop are added to the final figures (their waits as TTFT lower 
 saturation the end-of-run verdict may differ from the decision: the report's verdict is always the
 judge's on every figure, and it says so (slo/gate/judge.py). Which objectives can be decided early,
 and how, each objective's kind says (slo/gate/objective_kinds.py `decidable_early`, `look`).
+With `--slo-correlated-requests`, latency percentiles are decided on batches as long as the run's
+measured correlation between consecutive requests instead (slo/gate/correlation.py): near a
+server's saturation its requests queue together, and the per-request bounds would be overconfident.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
+from slogate.slo.gate.correlation import batchable, correlated_look
 from slogate.slo.gate.facts import ObjectiveLook
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.objective_kind import AT_END
@@ -65,10 +69,10 @@ def look_at(
 
 
 def look(
-    spec: SloSpec, measurements: MetricsStore, confidence: float, client_delay_ms: float = 0.0
+    spec: SloSpec, measurements: MetricsStore, confidence: float, client_delay_ms: float = 0.0, correlated: bool = False
 ) -> list[ObjectiveLook]:
     """Every objective of `spec` as the data so far decide it; fewer than `min_samples` samples:
-    undecided.
+    undecided; `correlated`: latency percentiles on batches (slo/gate/correlation.py).
 
     The run's verdict is wrong with probability at most 1 - `confidence` at any stopping time. A
     wrong pass needs every truly failing objective passed: each passes wrongly with probability at
@@ -78,6 +82,11 @@ def look(
     alpha = 1 - confidence
     fail_alpha = alpha / max(1, sum(o.kind.decidable_early(o) for o in spec.objectives))
     looks = [look_at(o, measurements, alpha, fail_alpha, client_delay_ms) for o in spec.objectives]
+    if correlated:
+        looks = [
+            correlated_look(lk, o, measurements, alpha, fail_alpha) if batchable(o, measurements) else lk
+            for lk, o in zip(looks, spec.objectives, strict=True)
+        ]
     return [
         lk if lk.state == AT_END or lk.samples >= spec.min_samples else replace(lk, state=UNDECIDED) for lk in looks
     ]

@@ -124,6 +124,14 @@ def add_arguments(parser: Any) -> None:
         help="Confidence of each early decision of --slo-stop-when-decided (default 0.99: <= 1 %% wrong)",
     )
     gate(
+        "--slo-correlated-requests",
+        action="store_true",
+        default=False,
+        help="--slo-stop-when-decided decides latency percentiles on batches of consecutive requests as long as "
+        "the run's measured correlation (from the --slo-interval-s time series; 1 s suits it): near saturation "
+        "requests queue together and the per-request bounds would be overconfident. About twice the requests",
+    )
+    gate(
         "--slo-not-blocking",
         type=str,
         default="",

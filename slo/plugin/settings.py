@@ -43,6 +43,7 @@ class EarlyStopOptions:
     stop_when_decided: bool = False
     confidence: float = DEFAULT_CONFIDENCE
     not_blocking: tuple[str, ...] = ()
+    correlated: bool = False  # --slo-correlated-requests: percentiles decided on batches (slo/gate/correlation.py)
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,18 @@ def _early_stop(opts: Any) -> EarlyStopOptions:
         raise SloSpecError("--slo-not-blocking names what --slo-stop-when-decided does not wait for: give both")
     if stop_when_decided and not _get(opts, "slo_file", ""):
         raise SloSpecError("--slo-stop-when-decided decides the SLO file's objectives: give --slo-file")
+    correlated = bool(_get(opts, "slo_correlated_requests", False))
+    if correlated and not stop_when_decided:
+        raise SloSpecError("--slo-correlated-requests is how --slo-stop-when-decided decides percentiles: give both")
+    if correlated and _interval_s(opts) <= 0:
+        raise SloSpecError("--slo-correlated-requests measures the time series: --slo-interval-s must be > 0")
     return EarlyStopOptions(
         abort_on_fail,
         float(window_s) if abort_on_fail else DEFAULT_WINDOW_S,
         stop_when_decided,
         float(confidence),
         not_blocking,
+        correlated,
     )
 
 

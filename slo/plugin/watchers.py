@@ -46,7 +46,7 @@ def start_watchers(gate: Gate) -> None:
     )
     if early.stop_when_decided and gate.spec is not None:
         run.watch(gevent.spawn(watch_decisions, gate, run))
-        note = early_stop_note(early.confidence, gate.waiting_for, early.not_blocking)
+        note = early_stop_note(early.confidence, gate.waiting_for, early.not_blocking, early.correlated)
         (log.warning if gate.waiting_for else log.info)("slogate: %s", note)  # waiting defeats the early stop
     if early.abort_on_fail and gate.spec is not None:
         run.watch(gevent.spawn(watch_breaches, gate, run, early.window_s))
@@ -55,9 +55,13 @@ def start_watchers(gate: Gate) -> None:
             log.warning("slogate: %s", note)
 
 
-def early_stop_note(confidence: float, waiting_for: list[str], not_blocking: tuple[str, ...]) -> str:
+def early_stop_note(
+    confidence: float, waiting_for: list[str], not_blocking: tuple[str, ...], correlated: bool = False
+) -> str:
     """The one line a run with --slo-stop-when-decided starts with: what it waits for."""
     line = f"--slo-stop-when-decided: the run stops once every SLO is decided at {percent(confidence)} confidence"
+    if correlated:
+        line += " (latency percentiles on batches as long as the requests' measured correlation)"
     if waiting_for:
         line += (
             f"; {', '.join(waiting_for)} cannot be decided before the end and keep the run to its --run-time "
@@ -79,7 +83,7 @@ def watch_decisions(gate: Gate, run: Run) -> None:
             continue
         metrics = gate.metrics()
         early = gate.early_stop
-        looks = look(gate.spec, metrics, early.confidence, client_delay_ms(gate, metrics))
+        looks = look(gate.spec, metrics, early.confidence, client_delay_ms(gate, metrics), early.correlated)
         verdict = certain_verdict(looks, gate.waiting_for, early.not_blocking)
         if verdict is not None:
             after = round(time.time() - run.started_at, 3)

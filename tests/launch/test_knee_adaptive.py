@@ -1,12 +1,15 @@
-"""Capacity steps decided on batches as long as their own measured correlation (launch/knee_adaptive.py,
+"""Capacity steps decided on batches as long as their own measured correlation (slo/gate/correlation.py,
 `--batch-s auto`, the default)."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from slogate.launch.knee_adaptive import AUTO, batch_length, batch_requests, integrated_autocorrelation_time
+from slogate.launch.knee_batch import AUTO, batch_length
 from slogate.launch.knee_interval import StepJudge
+from slogate.slo.gate.correlation import batch_requests, integrated_autocorrelation_time
+from slogate.slo.gate.facts import DECIDED, ObjectiveLook, RunStop
 
 from slogate.cli import main
 from tests.launch.test_knee_batch import SPEC, clustered, fake_capacity, step_report
@@ -60,14 +63,29 @@ def test_batch_s_is_auto_0_or_seconds() -> None:
             batch_length(bad)
 
 
-def test_the_default_search_runs_steps_whole_on_adaptive_batches_and_0_is_per_request(
+def test_the_default_search_runs_steps_whole_the_test_at_r_stops_on_correlated_requests_0_per_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv, sent = fake_capacity(tmp_path, monkeypatch)
+    early, correlated = "--slo-stop-when-decided", "--slo-correlated-requests"
     main([*argv, "--max-steps", "2", "--probe-s", "0"])
-    assert sent and not any("--slo-stop-when-decided" in extra for extra in sent)
+    assert sent and not any(early in extra or correlated in extra for extra in sent)
+    sent.clear()
+    main([*argv, "--min-capacity", "3"])
+    assert sent and all(early in extra and correlated in extra for extra in sent)
     sent.clear()
     main([*argv, "--max-steps", "2", "--probe-s", "0", "--batch-s", "0"])
-    assert "--slo-stop-when-decided" in sent[0]
+    assert early in sent[0] and correlated not in sent[0]
+    sent.clear()
+    main([*argv, "--min-capacity", "3", "--batch-s", "2"])
+    assert sent and not any(early in extra or correlated in extra for extra in sent)
     assert main([*argv, "--batch-s", "soon"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("slogate: error: --batch-s: must be auto")
+
+
+def test_a_run_stopped_on_correlated_requests_keeps_its_decision_and_one_run_to_its_end_is_judged_again() -> None:
+    stopped_pass = step_report(clustered(300, busy_every=30))  # undecided on batches, but its stop said pass
+    run = replace(stopped_pass.run, stopped=RunStop(DECIDED, 12.0, 30.0, "pass", 0.99, (ObjectiveLook(
+        SPEC.objectives[0].name, "", "pass", 3000, None, 150.0, "ms"),)))  # fmt: skip
+    assert StepJudge(SPEC, batch_s=AUTO).decide(replace(stopped_pass, run=run)) == "pass"
+    assert StepJudge(SPEC, batch_s=AUTO).decide(stopped_pass) == "undecided"

@@ -70,6 +70,32 @@ def test_one_certain_failure_decides_the_run_whatever_else_is_undecided() -> Non
     assert certain_verdict(looks, waiting_for=["server-thing"], not_blocking=()) == "fail"
 
 
+def per_second(ttfts_ms: list[float], per_s: int = 10) -> MetricsStore:
+    """Requests sent `per_s` a second, in the 1 s intervals of a time series."""
+    store = MetricsStore(interval_s=1.0)
+    for i, ms in enumerate(ttfts_ms):
+        store.add(RequestRecord("shared", T0 + i / per_s, e2e_us=int(ms * 1000) + 5000, ttft_us=int(ms * 1000)))
+    return store
+
+
+def test_correlated_requests_are_decided_on_batches_as_long_as_their_busy_periods() -> None:
+    spec = spec_of(TTFT)
+    clean = per_second([30.0] * 150)
+    assert [lk.state for lk in look(spec, clean, 0.99)] == ["pass"]
+    assert [lk.state for lk in look(spec, clean, 0.99, correlated=True)] == ["undecided"]  # 150 count as 75
+    assert [lk.state for lk in look(spec, per_second([30.0] * 300), 0.99, correlated=True)] == ["pass"]
+    # 3 % over the target, in busy periods of 10 requests every 33rd second: per request a pass, in batches
+    # as long as the measured correlation nothing yet.
+    busy = per_second([400.0 if s % 33 == 32 else 30.0 for s in range(330) for _ in range(10)])
+    (per_request,), (batched,) = look(spec, busy, 0.99), look(spec, busy, 0.99, correlated=True)
+    assert per_request.state == "pass" and batched.state == "undecided"
+    assert (batched.lower, batched.upper) == (per_request.lower, per_request.upper)  # the bounds shown stay
+    slow = per_second(lognormal_ms(60, 400.0))
+    assert [lk.state for lk in look(spec, slow, 0.99, correlated=True)] == ["fail"]
+    # what the client's own delay could have added keeps it from failing, as per request
+    assert [lk.state for lk in look(spec, slow, 0.99, client_delay_ms=400, correlated=True)] == ["undecided"]
+
+
 def test_error_rate_and_goodput_are_decided_by_proportion_bounds() -> None:
     spec = spec_of(
         {"name": "errors", "metric": "error_rate", "max": 0.05},
@@ -134,8 +160,9 @@ def slo_file(tmp_path: Path, text: str) -> Path:
 
 @pytest.mark.parametrize(
     ("users", "ttft_ms", "verdict", "code"),
-    [(["-u", "1"], 28, "pass", 0), (["--processes", "2", "-u", "2", "-r", "2"], 400, "fail", 1)],
-    ids=["7x-below-passes-local", "2x-above-fails-master"],
+    # 5x above: a loaded machine's client delay (the self-check) could explain a 2x miss and leave it inconclusive
+    [(["-u", "1"], 28, "pass", 0), (["--processes", "2", "-u", "2", "-r", "2"], 1000, "fail", 1)],
+    ids=["7x-below-passes-local", "5x-above-fails-master"],
 )
 def test_a_120_s_gate_ends_as_soon_as_its_verdict_is_certain(
     own_fault_server, locust_run, tmp_path: Path, users: list[str], ttft_ms: int, verdict: str, code: int
@@ -149,7 +176,7 @@ def test_a_120_s_gate_ends_as_soon_as_its_verdict_is_certain(
         "--model", f"ttft_ms={ttft_ms},tokens=2", "--shared-prefix-tokens", "20", locustfile="open-loop", timeout=150,
     )  # fmt: skip
     report = run.report
-    assert run.code == code and report["verdict"] == verdict, run.stderr[-2000:]
+    assert run.code == code and report["verdict"] == verdict, (report["reasons"], run.stderr[-2000:])
     stopped = report["run"]["stopped"]
     assert stopped["reason"] == DECIDED and stopped["verdict"] == verdict and stopped["planned_s"] == 120
     assert stopped["after_s"] < 60  # decided long before its 120 s

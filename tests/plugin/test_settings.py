@@ -66,6 +66,12 @@ def test_given_values_are_typed() -> None:
         (["--slo-abort-on-fail", "--slo-file", "s.yaml"], {"slo_window_s": 0}, "--slo-window-s: must be > 0"),
         (["--slo-abort-on-fail", "--slo-file", "s.yaml", "--slo-interval-s", "0"], {}, "--slo-interval-s must be > 0"),
         (["--slo-abort-on-fail"], {}, "--slo-abort-on-fail judges the SLO file's objectives"),
+        (["--slo-correlated-requests"], {}, "--slo-correlated-requests is how --slo-stop-when-decided decides"),
+        (
+            ["--slo-correlated-requests", "--slo-stop-when-decided", "--slo-file", "s.yaml", "--slo-interval-s", "0"],
+            {},
+            "--slo-correlated-requests measures the time series: --slo-interval-s must be > 0",
+        ),
     ],
 )
 def test_a_bad_combination_is_one_line(args: list[str], changed: dict[str, float], error: str) -> None:

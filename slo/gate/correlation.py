@@ -1,35 +1,48 @@
-"""A step's percentile objectives decided on batches as long as the step's own correlation needs
-(`--batch-s auto`, the default).
+"""Latency percentiles decided on batches as long as the requests' own measured correlation
+(`--slo-correlated-requests` for a run's early stop; `slogate capacity --batch-s auto`, the default,
+for each step).
 
 Near a queue's knee the requests' waits come in busy periods: whether one request is over its
 target says a lot about the next, and the per-request bounds (slo/gate/sequential.py, independent
-samples) are then overconfident. How much is measured, step by step: the integrated
-autocorrelation time tau of the over-target indicator in send order (1 for independent requests,
-(1 + rho) / (1 - rho) for an AR(1) series), estimated from the step's `--slo-interval-s` time
-series (1 s in a capacity step unless overridden) of exceedance counts (their long-run variance,
-Geyer's initial monotone sequence estimator, over the binomial variance). The exceedances are then
-counted in batches of k = max(1, SAFETY x tau) requests: n requests and x over the target count as
-n/k samples and x/k exceedances in the per-request bounds (an effective sample size). Far below
-the knee (tau ~ 1, or nothing over the target to measure it by) a step needs twice the requests of
-the per-request test; near the knee k times them, or it stays undecided. A floor of 1 (k = 1) is
-reached only by a negatively correlated series. The guarantee is approximate (tau is estimated
-from the step itself; SAFETY covers its noise): docs/capacity.md gives the coverage it measured in
-simulation.
+samples) are then overconfident. How much is measured, run by run: the integrated autocorrelation
+time tau of the over-target indicator in send order (1 for independent requests, (1 + rho) /
+(1 - rho) for an AR(1) series), estimated from the run's `--slo-interval-s` time series (1 s in a
+capacity step) of exceedance counts (their long-run variance, Geyer's initial monotone sequence
+estimator, over the binomial variance). The exceedances are then counted in batches of
+k = max(1, SAFETY x tau) requests: n requests and x over the target count as n/k samples and x/k
+exceedances in the per-request bounds (an effective sample size). Far below the knee (tau ~ 1, or
+nothing over the target to measure it by) a decision needs twice the requests of the per-request
+test; near the knee k times them, or it stays undecided. A floor of 1 (k = 1) is reached only by a
+negatively correlated series. The guarantee is approximate (tau is estimated from the run itself;
+SAFETY covers its noise): docs/capacity.md gives the coverage it measured in simulation.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
+from slogate.slo.gate.facts import ObjectiveLook
+from slogate.slo.gate.latency_metrics import INTERVAL_METRICS
 from slogate.slo.gate.metrics import MetricsStore
-from slogate.slo.gate.objective_kinds import Objective
+from slogate.slo.gate.objective_kinds import LatencyPercentile, Objective
 from slogate.slo.gate.record import ALL
 from slogate.slo.gate.sequential import FAIL, PASS, UNDECIDED, exceedance_limit, fail_threshold, pass_threshold
 
-AUTO = "auto"  # `--batch-s auto`
 SAFETY = 2.0  # batches this many times the estimated correlation time
+
+
+def batchable(o: Objective, measurements: MetricsStore) -> bool:
+    """A latency percentile of one sample per request, with a ceiling, whose metric the time series keeps."""
+    return (
+        isinstance(o.kind, LatencyPercentile)
+        and o.kind.decidable_early(o)
+        and o.max is not None
+        and measurements.intervals.enabled
+        and o.metric in INTERVAL_METRICS
+    )
 
 
 def integrated_autocorrelation_time(x: Sequence[float] | np.ndarray) -> float:
@@ -116,14 +129,13 @@ def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: floa
     return UNDECIDED
 
 
-def batch_length(text: str) -> float | str | None:
-    """`--batch-s`: "auto" (AUTO), 0 (None: per request, requests assumed independent) or seconds > 0."""
-    if text.strip().lower() == AUTO:
-        return AUTO
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not seconds >= 0 or math.isinf(seconds):
-        raise ValueError(f"--batch-s: must be auto, 0 (per request) or seconds > 0, got {text}")
-    return seconds or None
+def correlated_look(
+    per_request: ObjectiveLook, o: Objective, measurements: MetricsStore, pass_alpha: float, fail_alpha: float
+) -> ObjectiveLook:
+    """`per_request` (the percentile kind's look at `o`) with its state decided on batches instead:
+    undecided where the batches cannot tell yet, and a fail only where the per-request look, which
+    allows for the client's delay, fails too. Its bounds stay the per-request ones."""
+    state = decide_adaptive(o, [measurements], pass_alpha, fail_alpha)
+    if state == FAIL and per_request.state != FAIL:
+        state = UNDECIDED
+    return per_request if state == per_request.state else replace(per_request, state=state)
