@@ -27,7 +27,7 @@ def judge_at_rate(
 ) -> CapacityResult:
     """The step at `rate` (its report in `out_dir/step-01-<rate>rps/`), as a result of one step."""
     settings.check()
-    result = CapacityResult(settings, confidence=judge.confidence, independent=judge.batch_s is None)
+    result = CapacityResult(settings, confidence=judge.confidence, batch_s=judge.batch_s)
     step = judge_step(run_step, rate, settings.step_s, out_dir, result, judge)
     on_step(step)
     at = f"the test at {rate:g} {step.rate_unit}"

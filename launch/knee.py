@@ -157,7 +157,14 @@ class CapacityResult:
     stopped_because: str = ""  # why the search ended, in words
     ttft_targets_ms: dict[str, float] = field(default_factory=dict)  # per class, from the SLO file (for the chart)
     confidence: float = 0.99  # of each step's decision (--slo-confidence)
-    independent: bool = False  # the decisions assume independent requests (--batch-s 0)
+    # How each step's latency percentiles were decided (StepJudge.batch_s): None per request, assuming
+    # independent requests (--batch-s 0); AUTO or seconds on batches.
+    batch_s: float | str | None = None
+
+    @property
+    def independent(self) -> bool:
+        """The decisions assume independent requests (--batch-s 0)."""
+        return self.batch_s is None
 
     @property
     def judged(self) -> list[Step]:
@@ -222,6 +229,7 @@ class CapacityResult:
             "decided": self.decided,
             "interval_rps": list(self.interval_rps),
             "confidence": self.confidence,
+            "batch_s": 0 if self.batch_s is None else self.batch_s,  # --batch-s: auto, 0 (per request) or seconds
             "stopped_because": self.stopped_because,
             "min_capacity_rps": min_capacity,
             "exit_code": self.exit_code(min_capacity),
@@ -258,7 +266,7 @@ def search(
     would be; exit 2) or wrote no report (exit 3)."""
     settings.check()
     judge = judge or StepJudge()
-    result = CapacityResult(settings, confidence=judge.confidence, independent=judge.batch_s is None)
+    result = CapacityResult(settings, confidence=judge.confidence, batch_s=judge.batch_s)
     rate: float | None = settings.rate_start
     if settings.probe_s > 0:
 

@@ -30,9 +30,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from slogate.slo.gate.correlation import exceedance_counts
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.objective_kinds import Objective
-from slogate.slo.gate.record import ALL
 from slogate.slo.gate.sequential import FAIL, PASS, UNDECIDED, exceedance_limit
 
 AUTO = "auto"  # `--batch-s auto`: batches as long as each run's measured correlation (slo/gate/correlation.py)
@@ -43,22 +43,14 @@ LAMBDAS = np.array([0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.85, 0.99])
 def batch_fractions(o: Objective, measurements: MetricsStore, batch_s: float) -> list[float]:
     """The exceedance fraction of `o`'s target in each whole batch of `batch_s` seconds, in send
     order; the last batch, cut by the step's end, is left out, as are batches without requests."""
-    assert o.max is not None
-    series = measurements.intervals
-    per = max(1, round(batch_s / series.interval_s))
+    per = max(1, round(batch_s / measurements.intervals.interval_s))
     counts: dict[int, list[int]] = {}
-    for idx, by_class in series.intervals.items():
-        cells = by_class.values() if o.request_class == ALL else [c for c in [by_class.get(o.request_class)] if c]
-        for cell in cells:
-            h = cell.read(o.metric)
-            if h is None:
-                continue
+    for idx, (over, n) in exceedance_counts(o, measurements).items():
+        if n:
             total = counts.setdefault(idx // per, [0, 0])
-            for value_ms, count in h.values_and_counts_ms():
-                total[0] += count if value_ms > o.max else 0
-                total[1] += count
-    keys = sorted(counts)[:-1]
-    return [counts[k][0] / counts[k][1] for k in keys if counts[k][1]]
+            total[0] += over
+            total[1] += n
+    return [counts[k][0] / counts[k][1] for k in sorted(counts)[:-1]]
 
 
 def _crossed(log_factors: np.ndarray, alpha: float) -> int | None:

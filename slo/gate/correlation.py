@@ -82,13 +82,11 @@ def request_correlation(over: Sequence[int], totals: Sequence[int]) -> float:
     return long_run / (n.mean() * p * (1 - p))
 
 
-def interval_counts(o: Objective, m: MetricsStore) -> tuple[list[int], list[int]]:
-    """Requests over `o`'s target and requests, per interval of `m`'s time series, in send order."""
+def exceedance_counts(o: Objective, m: MetricsStore) -> dict[int, tuple[int, int]]:
+    """(requests over `o`'s target, requests) per interval index of `m`'s time series."""
     assert o.max is not None
-    series = m.intervals
-    over, totals = [], []
-    for idx in sorted(series.intervals):
-        by_class = series.intervals[idx]
+    counts = {}
+    for idx, by_class in m.intervals.intervals.items():
         cells = by_class.values() if o.request_class == ALL else [c for c in [by_class.get(o.request_class)] if c]
         x = n = 0
         for cell in cells:
@@ -96,9 +94,15 @@ def interval_counts(o: Objective, m: MetricsStore) -> tuple[list[int], list[int]
             for value_ms, count in h.values_and_counts_ms() if h is not None else ():
                 x += count if value_ms > o.max else 0
                 n += count
-        over.append(x)
-        totals.append(n)
-    return over, totals
+        counts[idx] = (x, n)
+    return counts
+
+
+def interval_counts(o: Objective, m: MetricsStore) -> tuple[list[int], list[int]]:
+    """Requests over `o`'s target and requests, per interval of `m`'s time series, in send order."""
+    counts = exceedance_counts(o, m)
+    ordered = [counts[idx] for idx in sorted(counts)]
+    return [x for x, _ in ordered], [n for _, n in ordered]
 
 
 def batch_requests(runs: Sequence[MetricsStore], o: Objective) -> tuple[float, int, int]:

@@ -78,7 +78,7 @@ def test_the_knee_is_an_interval_of_decided_steps_and_undecided_ones_in_the_brac
     data = result.to_json()
     assert data["interval_rps"] == [low, high] and data["confidence"] == 0.99
     assert headline(result) == f"capacity {low:g}-{high:g} req/s (99 %, requests assumed independent)"  # per request
-    result.independent = False  # decided on batches (--batch-s auto or S): the confidence stands as it is
+    result.batch_s = "auto"  # decided on batches (--batch-s auto or S): the confidence stands as it is
     assert headline(result) == f"capacity {low:g}-{high:g} req/s (99 %)"
 
 
@@ -123,6 +123,7 @@ def test_min_capacity_is_one_step_at_it(
     assert {rate for rate, _ in server.calls} == {minimum}  # no search
     data = json.loads((out / "capacity.json").read_text())
     assert data["exit_code"] == code and [s["decision"] for s in data["steps"]] == [decision]
+    assert data["batch_s"] == "auto"  # how the steps were decided: the default, on adaptive batches
     assert data["interval_rps"] == {"pass": [minimum, None], "fail": [None, minimum]}.get(decision, [None, None])
     assert f"the test at {minimum:g} req/s" in capsys.readouterr().out
 

@@ -1,6 +1,7 @@
 """Capacity steps decided on batches as long as their own measured correlation (slo/gate/correlation.py,
 `--batch-s auto`, the default)."""
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -76,6 +77,7 @@ def test_the_default_search_runs_steps_whole_the_test_at_r_stops_on_correlated_r
     sent.clear()
     main([*argv, "--max-steps", "2", "--probe-s", "0", "--batch-s", "0"])
     assert early in sent[0] and correlated not in sent[0]
+    assert json.loads((tmp_path / "out" / "capacity.json").read_text())["batch_s"] == 0  # per request
     sent.clear()
     main([*argv, "--min-capacity", "3", "--batch-s", "2"])
     assert sent and not any(early in extra or correlated in extra for extra in sent)
