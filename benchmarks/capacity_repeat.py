@@ -122,16 +122,13 @@ STARTUP_S = 2.0  # a step's Locust start and stop, measured: a 5 + 30 s step too
 
 class SimulatedStep:
     """A `RunStep` against the shape's queue simulated in-process (`--simulate`): Poisson arrivals
-    into an empty queue (as a step starts), `warmup_s` not judged, `--slo-stop-when-decided`
-    emulated by a look a second (on the requests whose first token had come), those waiting at the
-    stop counted with the time they had waited; `wall_s` adds up what the steps would take. No
-    abort on fail (steps with the early stop do not abort; without it the emulation runs them whole)."""
+    into an empty queue (as a step starts), `warmup_s` not judged, `--slo-stop-when-decided` (`early`:
+    on, and on batches: `--slo-correlated-requests`) emulated by a look a second (on the requests
+    whose first token had come), those waiting at the stop counted with the time they had waited;
+    `wall_s` adds up what the steps would take. No abort (without the early stop a step runs whole)."""
 
-    def __init__(
-        self, shape: Shape, spec: SloSpec, warmup_s: float, early_stop: bool, seed: int, correlated: bool = False
-    ) -> None:
-        self.shape, self.spec, self.warmup_s, self.early_stop = shape, spec, warmup_s, early_stop
-        self.correlated = correlated  # the early stop's percentiles on batches (--slo-correlated-requests)
+    def __init__(self, shape: Shape, spec: SloSpec, warmup_s: float, early: tuple[bool, bool], seed: int) -> None:
+        self.shape, self.spec, self.warmup_s, (self.early_stop, self.correlated) = shape, spec, warmup_s, early
         self.rng = np.random.default_rng(seed)
         self.wall_s = 0.0
 
@@ -164,10 +161,8 @@ class SimulatedStep:
                 looks = look(self.spec, store, DEFAULT_CONFIDENCE, correlated=self.correlated)
                 verdict = certain_verdict(looks, waits_for(self.spec, (), False), ())
                 if verdict is not None:
-                    end, stop = (
-                        float(at),
-                        RunStop(DECIDED, float(at), step_s, verdict, DEFAULT_CONFIDENCE, tuple(looks)),
-                    )
+                    end, looked = float(at), tuple(looks)
+                    stop = RunStop(DECIDED, end, step_s, verdict, DEFAULT_CONFIDENCE, looked, None, self.correlated)
                     break
         self.wall_s += STARTUP_S + end
         store = MetricsStore(interval_s=1.0)
@@ -199,11 +194,10 @@ def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[st
     spec = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": args.target_ms}]})
     settings = SearchSettings(o.rate_start, o.precision, o.step_s, o.max_steps, probe_s=o.probe_s)
     rows, at, where, judge = [], o.min_capacity, Path("/nonexistent"), StepJudge(spec, batch_s=o.batch_s)
-    early = o.early_stop and (o.batch_s is None or (o.batch_s == AUTO and at is not None))  # as the CLI
-    correlated = o.batch_s == AUTO
+    early = (o.early_stop and (o.batch_s is None or (o.batch_s == AUTO and at is not None)), o.batch_s == AUTO)
     for i in range(1, args.simulate + 1):
-        step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i, correlated=correlated)
-        probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i, correlated=correlated)
+        step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i)
+        probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i)
         result = judge_at_rate(step, at, settings, where, judge) if at else None
         result = result or search(step, settings, where, judge=judge, probe_step=probe)
         low, high = result.interval_rps

@@ -113,6 +113,15 @@ def _option(locust_args: Sequence[str], name: str) -> str | None:
     return value
 
 
+def interval_s(locust_args: Sequence[str]) -> float | None:
+    """The `--slo-interval-s` given after `--` (None: the step's 1 s; NaN for one that is not a number)."""
+    text = _option(locust_args, "--slo-interval-s")
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return math.nan
+
+
 def step_judge(spec: SloSpec, locust_args: Sequence[str]) -> StepJudge:
     """How each step is decided: the SLO file's objectives at the `--slo-confidence` and with the
     `--slo-not-blocking` given to Locust after `--`, as its early stop decides them.

@@ -33,7 +33,7 @@ def _row(cells: list[str]) -> str:
 def headline(result: CapacityResult) -> str:
     """The interval in words, e.g. `capacity 17-19 req/s (99 %)`: each end decided at that confidence."""
     low, high = result.interval_rps
-    assumed = ", requests assumed independent" if result.independent else ""  # --batch-s 0
+    assumed = ", requests assumed independent" if result.batch_s is None else ""  # --batch-s 0
     unit, confidence = result.rate_unit, f"({100 * result.confidence:.4g} %{assumed})"
     if low is not None and high is not None:
         return f"capacity {low:g}-{high:g} {unit} {confidence}"

@@ -15,8 +15,8 @@ client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.
 the way up or down, before a step passed and one failed, only an inconclusive one is; still
 inconclusive, the search stops there and says why (`decided` false, exit 3); still undecided with
 a pass or fail verdict, the search goes on and the step bounds nothing. A pass decided with a late
-client is a pass (client delay only adds): never run again.
-A step whose run wrote no report (`NoReport`) ends the search (exit 3), with what was judged.
+client is a pass (client delay only adds): never run again. A step whose run wrote no report
+(`NoReport`) ends the search (exit 3), with what was judged.
 """
 
 from __future__ import annotations
@@ -46,9 +46,8 @@ class NoReport(Exception):
     """A step's run that wrote no readable report (a `RunStep` raises it); str() is one line."""
 
 
-# One step is one Locust process with one open-loop user: on the 2-core machines measured, it reads
-# first tokens within a few ms up to 100 req/s and within one inter-token gap (10-20 ms) at
-# 200-400 req/s (benchmarks/RESULTS.md, TTFT accuracy). Beyond that, a step measures the client.
+# One Locust process reads first tokens within a few ms up to 100 req/s, within one inter-token gap at 200-400
+# req/s (2-core machines; benchmarks/RESULTS.md, TTFT accuracy). Beyond that, a step measures the client.
 DEFAULT_RATE_MAX = 400.0
 
 
@@ -157,14 +156,7 @@ class CapacityResult:
     stopped_because: str = ""  # why the search ended, in words
     ttft_targets_ms: dict[str, float] = field(default_factory=dict)  # per class, from the SLO file (for the chart)
     confidence: float = 0.99  # of each step's decision (--slo-confidence)
-    # How each step's latency percentiles were decided (StepJudge.batch_s): None per request, assuming
-    # independent requests (--batch-s 0); AUTO or seconds on batches.
-    batch_s: float | str | None = None
-
-    @property
-    def independent(self) -> bool:
-        """The decisions assume independent requests (--batch-s 0)."""
-        return self.batch_s is None
+    batch_s: float | str | None = None  # StepJudge's: None per request (requests assumed independent), AUTO, seconds
 
     @property
     def judged(self) -> list[Step]:

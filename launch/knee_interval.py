@@ -96,9 +96,10 @@ class StepJudge:
             o.name for o in spec.objectives if not o.kind.decidable_early(o) or _never_passes_early(o)
         }
         stopped = report.run.stopped
-        # A run the early stop decided keeps its states: per request, or on batches as long as its measured
-        # correlation (AUTO: the steps run with --slo-correlated-requests); fixed batches decide on their own.
-        if stopped is not None and stopped.reason == DECIDED and stopped.objectives and self.batch_s in (None, AUTO):
+        # A run the early stop decided keeps its states: per request, or, AUTO, a first run stopped on batches as long
+        # as its correlation (--slo-correlated-requests); a later one is judged with the earlier runs, pooled.
+        decided = stopped is not None and stopped.reason == DECIDED and bool(stopped.objectives)
+        if decided and (self.batch_s is None or (self.batch_s == AUTO and stopped.correlated and not earlier)):
             states = {lk.name: lk.state for lk in stopped.objectives}
         else:
             run = report.run

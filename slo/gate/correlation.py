@@ -20,11 +20,13 @@ SAFETY covers its noise): docs/capacity.md gives the coverage it measured in sim
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 from slogate.slo.gate.facts import ObjectiveLook
+from slogate.slo.gate.intervals import IntervalSeries
 from slogate.slo.gate.latency_metrics import INTERVAL_METRICS
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.objective_kinds import LatencyPercentile, Objective
@@ -32,16 +34,22 @@ from slogate.slo.gate.record import ALL
 from slogate.slo.gate.sequential import FAIL, PASS, UNDECIDED, exceedance_limit, fail_threshold, pass_threshold
 
 SAFETY = 2.0  # batches this many times the estimated correlation time
+MIN_INTERVALS = 10  # fewer, with a request over the target: too few to measure tau, one sample per interval
+# (over, requests) per (objective's metric, class, target, interval index) of a time series, with the
+# interval's change count: a run's look every second recounts only the intervals that changed.
+_COUNTED: weakref.WeakKeyDictionary[IntervalSeries, dict[tuple, tuple[int, int, int]]] = weakref.WeakKeyDictionary()
 
 
 def batchable(o: Objective, measurements: MetricsStore) -> bool:
-    """A latency percentile of one sample per request, with a ceiling, whose metric the time series keeps."""
+    """A latency percentile of one sample per request, with a ceiling, whose metric and class the time
+    series keeps (TTFT, TTFO, E2E; a request class or all, not a tag: the series is kept per class)."""
     return (
         isinstance(o.kind, LatencyPercentile)
         and o.kind.decidable_early(o)
         and o.max is not None
         and measurements.intervals.enabled
         and o.metric in INTERVAL_METRICS
+        and (o.request_class == ALL or o.request_class in measurements.classes)
     )
 
 
@@ -70,11 +78,13 @@ def request_correlation(over: Sequence[int], totals: Sequence[int]) -> float:
     requests (`totals`): the counts' long-run variance per request over p(1 - p); 1 with no
     exceedance (or nothing under the target) to measure it by."""
     x, n = np.asarray(over, dtype=float), np.asarray(totals, dtype=float)
-    if not n.sum() or len(n) < 4:
+    if not n.sum():
         return 1.0
     p = x.sum() / n.sum()
     if p <= 0 or p >= 1:
         return 1.0
+    if len(n) < MIN_INTERVALS:
+        return float(n.mean()) / SAFETY  # batches of an interval's requests: each interval one sample
     d = x - p * n
     if not np.any(d):  # every interval exactly at the mean: nothing to measure a correlation by
         return 1.0
@@ -85,8 +95,15 @@ def request_correlation(over: Sequence[int], totals: Sequence[int]) -> float:
 def exceedance_counts(o: Objective, m: MetricsStore) -> dict[int, tuple[int, int]]:
     """(requests over `o`'s target, requests) per interval index of `m`'s time series."""
     assert o.max is not None
+    series = m.intervals
+    cache = _COUNTED.setdefault(series, {})
     counts = {}
-    for idx, by_class in m.intervals.intervals.items():
+    for idx, by_class in series.intervals.items():
+        key, changes = (o.metric, o.request_class, o.max, idx), series.changes.get(idx, 0)
+        known = cache.get(key)
+        if known is not None and known[0] == changes:
+            counts[idx] = known[1:]
+            continue
         cells = by_class.values() if o.request_class == ALL else [c for c in [by_class.get(o.request_class)] if c]
         x = n = 0
         for cell in cells:
@@ -94,7 +111,7 @@ def exceedance_counts(o: Objective, m: MetricsStore) -> dict[int, tuple[int, int
             for value_ms, count in h.values_and_counts_ms() if h is not None else ():
                 x += count if value_ms > o.max else 0
                 n += count
-        counts[idx] = (x, n)
+        counts[idx], cache[key] = (x, n), (changes, x, n)
     return counts
 
 

@@ -249,6 +249,7 @@ class RunStop:
     confidence: float | None = None  # DECIDED: of each bound
     objectives: tuple[ObjectiveLook, ...] = ()  # DECIDED: every objective at the stop, with its bounds
     signal: str | None = None  # INTERRUPTED: the signal
+    correlated: bool = False  # DECIDED: latency percentiles on batches (--slo-correlated-requests)
 
     def line(self) -> str:
         """One line for the summary, the HTML report and Slack."""
@@ -271,7 +272,10 @@ class RunStop:
         shown = [o for o in decided if o.state == self.verdict] or decided
         detail = "; ".join(f"{o.name} {o.state} {o.bounds_text()} ({o.samples:,} samples)" for o in shown)
         confidence = f" at {percent(self.confidence)} confidence" if self.confidence else ""
-        return f"Stopped after {self.after_s:.0f} s{of}: verdict certain ({self.verdict}){confidence}: {detail}."
+        batches = " (percentiles on batches of correlated requests; bounds per request)" if self.correlated else ""
+        return (
+            f"Stopped after {self.after_s:.0f} s{of}: verdict certain ({self.verdict}){confidence}{batches}: {detail}."
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "objectives": [asdict(o) for o in self.objectives]}

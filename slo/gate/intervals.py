@@ -198,6 +198,7 @@ class IntervalSeries:
         self.intervals: dict[int, dict[str, ClassInterval]] = {}
         self._live: OrderedDict[int, None] = OrderedDict()  # indexes with live histograms, oldest touch first
         self._stats: dict[int, _Packed] = {}  # figures of intervals not touched since they were computed
+        self.changes: dict[int, int] = {}  # per interval, how often it changed: a reader's cache key
         self.mismatched = 0  # wire intervals refused: recorded with another interval length
 
     @property
@@ -223,6 +224,7 @@ class IntervalSeries:
 
     def _touch(self, idx: int) -> None:
         self._stats.pop(idx, None)
+        self.changes[idx] = self.changes.get(idx, 0) + 1
         live = self._live
         if idx in live:
             live.move_to_end(idx)
@@ -280,6 +282,7 @@ class IntervalSeries:
                     ci = self.intervals.setdefault(idx, {})[cls] = ClassInterval()
                     ci.merge_wire(d)
                     self._stats.pop(idx, None)
+                    self.changes[idx] = self.changes.get(idx, 0) + 1
                 else:
                     self._slot(idx, cls).merge_wire(d)
 

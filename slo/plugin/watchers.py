@@ -87,7 +87,9 @@ def watch_decisions(gate: Gate, run: Run) -> None:
         verdict = certain_verdict(looks, gate.waiting_for, early.not_blocking)
         if verdict is not None:
             after = round(time.time() - run.started_at, 3)
-            stop = RunStop(DECIDED, after, run.planned_s, verdict, early.confidence, tuple(looks))
+            stop = RunStop(
+                DECIDED, after, run.planned_s, verdict, early.confidence, tuple(looks), correlated=early.correlated
+            )
             run.decide(stop)
             log.info("slogate: %s", stop.line())
             end_run(gate.environment)

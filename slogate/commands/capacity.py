@@ -66,6 +66,10 @@ def capacity_settings(args: argparse.Namespace) -> tuple[SearchSettings, StepJud
         batch_s = batch_length(args.batch_s)
     except ValueError as e:
         raise CapacityInputError(str(e)) from None
+    if batch_s is not None and capacity.interval_s(args.locust_args) == 0:
+        raise CapacityInputError(
+            f"--batch-s {args.batch_s} decides on each step's time series: --slo-interval-s after -- must be > 0"
+        )
     if args.min_capacity is not None and not args.search and args.min_capacity > rate_max:
         raise CapacityInputError(
             f"--min-capacity {args.min_capacity:g}: above --rate-max {rate_max:g} req/s, what the load processes "

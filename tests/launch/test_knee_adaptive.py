@@ -1,51 +1,18 @@
-"""Capacity steps decided on batches as long as their own measured correlation (slo/gate/correlation.py,
-`--batch-s auto`, the default)."""
+"""Capacity steps decided on batches as long as their own measured correlation (`--batch-s auto`, the
+default; the statistics: tests/gate/test_correlation.py)."""
 
 import json
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 from slogate.launch.knee_batch import AUTO, batch_length
 from slogate.launch.knee_interval import StepJudge
-from slogate.slo.gate.correlation import batch_requests, integrated_autocorrelation_time
 from slogate.slo.gate.facts import DECIDED, ObjectiveLook, RunStop
+from slogate.slo.gate.report import Report
 
 from slogate.cli import main
 from tests.launch.test_knee_batch import SPEC, clustered, fake_capacity, step_report
-
-
-def ar1(rho: float, n: int, seed: int = 1) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    e = rng.normal(size=n)
-    x = np.empty(n)
-    x[0] = e[0]
-    for i in range(1, n):
-        x[i] = rho * x[i - 1] + e[i]
-    return x
-
-
-@pytest.mark.parametrize("rho", [0.5, 0.8])
-def test_the_estimator_finds_an_ar1_series_integrated_autocorrelation_time(rho: float) -> None:
-    expected = 1 + 2 * rho / (1 - rho)  # 3 and 9
-    assert integrated_autocorrelation_time(ar1(rho, 20_000)) == pytest.approx(expected, rel=0.2)
-
-
-def test_an_independent_series_has_a_time_of_about_one_and_a_constant_one_exactly_one() -> None:
-    assert integrated_autocorrelation_time(np.random.default_rng(2).normal(size=20_000)) == pytest.approx(1, abs=0.2)
-    assert integrated_autocorrelation_time([3.0] * 100) == 1.0
-    assert integrated_autocorrelation_time([1.0, 2.0]) == 1.0  # too short to say
-
-
-def test_busy_periods_of_ten_requests_are_counted_in_batches_of_about_twice_ten() -> None:
-    o = SPEC.objectives[0]
-    k, over, n = batch_requests([step_report(clustered(300, busy_every=30)).measurements], o)
-    assert (over, n) == (100, 3000) and 15 <= k <= 22
-    independent = np.where(np.random.default_rng(3).random(3000) < 0.03, 400.0, 100.0).tolist()
-    k, _, _ = batch_requests([step_report(independent).measurements], o)
-    assert 1.6 <= k <= 2.6  # about one request, times the safety factor
-    assert batch_requests([step_report([100.0] * 300).measurements], o)[0] == 2  # nothing over: tau taken as 1
 
 
 def test_what_the_per_request_bounds_pass_on_busy_periods_adaptive_batches_leave_undecided() -> None:
@@ -85,9 +52,16 @@ def test_the_default_search_runs_steps_whole_the_test_at_r_stops_on_correlated_r
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("slogate: error: --batch-s: must be auto")
 
 
-def test_a_run_stopped_on_correlated_requests_keeps_its_decision_and_one_run_to_its_end_is_judged_again() -> None:
-    stopped_pass = step_report(clustered(300, busy_every=30))  # undecided on batches, but its stop said pass
-    run = replace(stopped_pass.run, stopped=RunStop(DECIDED, 12.0, 30.0, "pass", 0.99, (ObjectiveLook(
-        SPEC.objectives[0].name, "", "pass", 3000, None, 150.0, "ms"),)))  # fmt: skip
-    assert StepJudge(SPEC, batch_s=AUTO).decide(replace(stopped_pass, run=run)) == "pass"
-    assert StepJudge(SPEC, batch_s=AUTO).decide(stopped_pass) == "undecided"
+def test_a_first_run_stopped_on_correlated_requests_keeps_its_decision_any_other_is_judged_on_batches() -> None:
+    report = step_report(clustered(300, busy_every=30))  # undecided on batches
+
+    def stopped(correlated: bool) -> Report:
+        look = ObjectiveLook(SPEC.objectives[0].name, "", "pass", 3000, None, 150.0, "ms")
+        stop = RunStop(DECIDED, 12.0, 30.0, "pass", 0.99, (look,), correlated=correlated)
+        return replace(report, run=replace(report.run, stopped=stop))
+
+    judge = StepJudge(SPEC, batch_s=AUTO)
+    assert judge.decide(stopped(correlated=True)) == "pass"  # its early stop decided on batches
+    assert judge.decide(stopped(correlated=False)) == "undecided"  # a per-request stop (a user's own option)
+    assert judge.decide(stopped(correlated=True), [report]) == "undecided"  # a later run: pooled, on batches
+    assert judge.decide(report) == "undecided"  # run to its end

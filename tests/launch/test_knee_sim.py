@@ -47,8 +47,8 @@ def test_at_a_low_rate_the_p95_ttft_is_the_services_own() -> None:
 def test_a_simulated_search_runs_the_real_search_and_accounts_its_wall_time(tmp_path: Path) -> None:
     slo = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 320}]})
     shape = repeat.Shape()
-    step = repeat.SimulatedStep(shape, slo, warmup_s=5, early_stop=True, seed=1)
-    probe = repeat.SimulatedStep(shape, slo, warmup_s=1, early_stop=True, seed=2)
+    step = repeat.SimulatedStep(shape, slo, warmup_s=5, early=(True, False), seed=1)
+    probe = repeat.SimulatedStep(shape, slo, warmup_s=1, early=(True, False), seed=2)
     settings = SearchSettings(rate_start=4, step_s=30, probe_s=3)
     result = search(step, settings, tmp_path, judge=StepJudge(slo), probe_step=probe)
     low, high = result.interval_rps

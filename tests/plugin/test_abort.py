@@ -152,11 +152,13 @@ def test_a_run_past_its_slo_stops_early_with_exit_1(
     slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 100}\nmin_samples: 10\n")
     run = locust_run(
         url, *users, "-t", "60s", "--slo-file", str(slo), "--slo-abort-on-fail", "--slo-window-s", "5",
-        "--slo-interval-s", "1", "--arrival-rate", "10", "--model", "ttft_ms=300,tokens=2",
+        "--slo-interval-s", "1", "--arrival-rate", "10", "--model", "ttft_ms=1000,tokens=2",
         "--shared-prefix-tokens", "20", locustfile="open-loop", timeout=90,
     )  # fmt: skip
+    # 10x the target: on a loaded CI machine two processes' client delay (the self-check) reached a 3x miss's
+    # margin, and what the client's delay can explain neither aborts a run nor fails it (inconclusive).
     report = run.report
-    assert run.code == 1 and report["verdict"] == "fail", run.stderr[-2000:]
+    assert run.code == 1 and report["verdict"] == "fail", (report["reasons"], run.stderr[-2000:])
     assert report["run"]["workers_complete"] == report["run"]["workers"]  # a master stops gracefully
     assert report["run"]["users"] == int(users[users.index("-u") + 1])  # counted while they ran, not after
     assert report["run"]["aborted"]["objective"] == "ttft-p95"

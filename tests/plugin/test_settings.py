@@ -50,6 +50,8 @@ def test_given_values_are_typed() -> None:
     settings = Settings.from_parsed(parse(*given))
     assert settings.gate.warmup_s == 0.0 and settings.gate.min_samples == 7  # 0 s of warm-up is not "none given"
     assert settings.reports.exports == (("vllm-bench", "f"),)
+    early = Settings.from_parsed(parse(*given, "--slo-stop-when-decided", "--slo-correlated-requests")).early_stop
+    assert early.stop_when_decided and early.correlated
     workload = options.WorkloadOptions.from_parsed(
         parse("--trace", "t.jsonl", "--trace-limit", "0", "--arrival-rate", "3", "--turns", "2-3")
     )
