@@ -127,9 +127,10 @@ def add_arguments(parser: Any) -> None:
         "--slo-correlated-requests",
         action="store_true",
         default=False,
-        help="--slo-stop-when-decided decides latency percentiles on batches of consecutive requests as long as "
-        "the run's measured correlation (from the --slo-interval-s time series; 1 s suits it): near saturation "
-        "requests queue together and the per-request bounds would be overconfident. About twice the requests",
+        help="--slo-stop-when-decided decides TTFT, TTFO and E2E percentiles (of a class or all) on batches of "
+        "consecutive requests as long as the run's measured correlation (from the --slo-interval-s time series; "
+        "1 s suits it): near saturation requests queue together and the per-request bounds would be "
+        "overconfident. About twice the requests far from saturation, 2 x tau times near it; approximate",
     )
     gate(
         "--slo-not-blocking",
