@@ -161,8 +161,8 @@ class SimulatedStep:
                 looks = look(self.spec, store, DEFAULT_CONFIDENCE, correlated=self.correlated)
                 verdict = certain_verdict(looks, waits_for(self.spec, (), False), ())
                 if verdict is not None:
-                    end, looked = float(at), tuple(looks)
-                    stop = RunStop(DECIDED, end, step_s, verdict, DEFAULT_CONFIDENCE, looked, None, self.correlated)
+                    end, looked, on_batches = float(at), tuple(looks), self.correlated
+                    stop = RunStop(DECIDED, end, step_s, verdict, DEFAULT_CONFIDENCE, looked, correlated=on_batches)
                     break
         self.wall_s += STARTUP_S + end
         store = MetricsStore(interval_s=1.0)

@@ -114,7 +114,8 @@ def _option(locust_args: Sequence[str], name: str) -> str | None:
 
 
 def interval_s(locust_args: Sequence[str]) -> float | None:
-    """The `--slo-interval-s` given after `--` (None: the step's 1 s; NaN for one that is not a number)."""
+    """The `--slo-interval-s` given after `--` (None: the step's 1 s; NaN for one that is not a number: Locust
+    refuses it)."""
     text = _option(locust_args, "--slo-interval-s")
     try:
         return None if text is None else float(text)

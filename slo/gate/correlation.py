@@ -13,8 +13,12 @@ k = max(1, SAFETY x tau) requests: n requests and x over the target count as n/k
 exceedances in the per-request bounds (an effective sample size). Far below the knee (tau ~ 1, or
 nothing over the target to measure it by) a decision needs twice the requests of the per-request
 test; near the knee k times them, or it stays undecided. A floor of 1 (k = 1) is reached only by a
-negatively correlated series. The guarantee is approximate (tau is estimated from the run itself;
-SAFETY covers its noise): docs/capacity.md gives the coverage it measured in simulation.
+negatively correlated series. A pass needs tau measured: with a request over the target in fewer
+than MIN_INTERVALS intervals, each interval's requests count as one sample for the pass (a fail,
+as far above a knee a short probe's, keeps the estimate: tau 1 under 4 intervals). Intervals
+without a request of the objective's class are left out. The guarantee is approximate (tau is
+estimated from the run itself; SAFETY covers its noise): docs/capacity.md gives the coverage it
+measured in simulation.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from slogate.slo.gate.record import ALL
 from slogate.slo.gate.sequential import FAIL, PASS, UNDECIDED, exceedance_limit, fail_threshold, pass_threshold
 
 SAFETY = 2.0  # batches this many times the estimated correlation time
-MIN_INTERVALS = 10  # fewer, with a request over the target: too few to measure tau, one sample per interval
+MIN_INTERVALS = 10  # fewer, with a request over the target: too few to pass on tau, one sample per interval
 # (over, requests) per (objective's metric, class, target, interval index) of a time series, with the
 # interval's change count: a run's look every second recounts only the intervals that changed.
 _COUNTED: weakref.WeakKeyDictionary[IntervalSeries, dict[tuple, tuple[int, int, int]]] = weakref.WeakKeyDictionary()
@@ -75,16 +79,16 @@ def integrated_autocorrelation_time(x: Sequence[float] | np.ndarray) -> float:
 
 def request_correlation(over: Sequence[int], totals: Sequence[int]) -> float:
     """The indicators' tau from per-interval counts of requests over the target (`over`) and of
-    requests (`totals`): the counts' long-run variance per request over p(1 - p); 1 with no
-    exceedance (or nothing under the target) to measure it by."""
+    requests (`totals`), intervals with requests only: the counts' long-run variance per request
+    over p(1 - p); 1 with no exceedance (or nothing under the target), or fewer than 4 intervals,
+    to measure it by."""
     x, n = np.asarray(over, dtype=float), np.asarray(totals, dtype=float)
-    if not n.sum():
+    x, n = x[n > 0], n[n > 0]
+    if len(n) < 4:
         return 1.0
     p = x.sum() / n.sum()
     if p <= 0 or p >= 1:
         return 1.0
-    if len(n) < MIN_INTERVALS:
-        return float(n.mean()) / SAFETY  # batches of an interval's requests: each interval one sample
     d = x - p * n
     if not np.any(d):  # every interval exactly at the mean: nothing to measure a correlation by
         return 1.0
@@ -122,29 +126,43 @@ def interval_counts(o: Objective, m: MetricsStore) -> tuple[list[int], list[int]
     return [x for x, _ in ordered], [n for _, n in ordered]
 
 
-def batch_requests(runs: Sequence[MetricsStore], o: Objective) -> tuple[float, int, int]:
-    """(k, requests over the target, requests) of `runs` at one rate: k the batch length in requests."""
+def pooled_counts(runs: Sequence[MetricsStore], o: Objective) -> tuple[list[int], list[int]]:
+    """Requests over `o`'s target and requests per interval of `runs` at one rate, one run after the other."""
     over: list[int] = []
     totals: list[int] = []
     for m in runs:
         x, n = interval_counts(o, m)
         over += x
         totals += n
+    return over, totals
+
+
+def batch_requests(runs: Sequence[MetricsStore], o: Objective) -> tuple[float, int, int]:
+    """(k, requests over the target, requests) of `runs` at one rate: k the batch length in requests."""
+    over, totals = pooled_counts(runs, o)
     return max(1.0, SAFETY * request_correlation(over, totals)), sum(over), sum(totals)
 
 
 def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float) -> str:
-    """pass, fail or undecided: `o` on the per-request bounds with n/k samples and x/k exceedances."""
+    """pass, fail or undecided: `o` on the per-request bounds with n/k samples and x/k exceedances; for
+    a pass, with an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval."""
     assert o.percentile is not None
     q0 = exceedance_limit(o.percentile)
-    k, x, n = batch_requests(runs, o)
-    samples = math.floor(n / k)
-    if not samples:
-        return UNDECIDED
-    passes, fails = pass_threshold(samples, q0, pass_alpha), fail_threshold(samples, q0, fail_alpha)
-    exceedances = x * samples / n  # the observed share on the floored count (x / k could exceed it)
+    over, totals = pooled_counts(runs, o)
+    k, x, n = max(1.0, SAFETY * request_correlation(over, totals)), sum(over), sum(totals)
+    intervals = sum(1 for t in totals if t)
+    k_pass = max(k, n / intervals) if x and intervals < MIN_INTERVALS else k
+
+    def share(k: float) -> tuple[int, float]:
+        samples = math.floor(n / k) if n else 0
+        return samples, x * samples / n if n else 0.0  # the observed share on the floored count
+
+    samples, exceedances = share(k_pass)
+    passes = pass_threshold(samples, q0, pass_alpha) if samples else None
     if passes is not None and exceedances <= passes:
         return PASS
+    samples, exceedances = share(k)
+    fails = fail_threshold(samples, q0, fail_alpha) if samples else None
     if fails is not None and exceedances >= fails:
         return FAIL
     return UNDECIDED

@@ -12,6 +12,7 @@ from typing import Any
 
 import gevent
 from locust.runners import STATE_SPAWNING
+from slogate.slo.gate.correlation import batchable
 from slogate.slo.gate.early_stop import certain_verdict, look
 from slogate.slo.gate.facts import DECIDED, RunStop, percent
 from slogate.slo.gate.metrics import ClassMetrics, MetricsStore
@@ -87,9 +88,8 @@ def watch_decisions(gate: Gate, run: Run) -> None:
         verdict = certain_verdict(looks, gate.waiting_for, early.not_blocking)
         if verdict is not None:
             after = round(time.time() - run.started_at, 3)
-            stop = RunStop(
-                DECIDED, after, run.planned_s, verdict, early.confidence, tuple(looks), correlated=early.correlated
-            )
+            batched = early.correlated and any(batchable(o, metrics) for o in gate.spec.objectives)
+            stop = RunStop(DECIDED, after, run.planned_s, verdict, early.confidence, tuple(looks), correlated=batched)
             run.decide(stop)
             log.info("slogate: %s", stop.line())
             end_run(gate.environment)

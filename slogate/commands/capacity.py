@@ -66,7 +66,8 @@ def capacity_settings(args: argparse.Namespace) -> tuple[SearchSettings, StepJud
         batch_s = batch_length(args.batch_s)
     except ValueError as e:
         raise CapacityInputError(str(e)) from None
-    if batch_s is not None and capacity.interval_s(args.locust_args) == 0:
+    seconds = capacity.interval_s(args.locust_args)
+    if batch_s is not None and seconds is not None and not seconds > 0:
         raise CapacityInputError(
             f"--batch-s {args.batch_s} decides on each step's time series: --slo-interval-s after -- must be > 0"
         )

@@ -61,14 +61,14 @@ def test_busy_periods_of_ten_requests_are_counted_in_batches_of_about_twice_ten(
     assert batch_requests([per_second([100.0] * 300)], o)[0] == 2  # nothing over: tau taken as 1
 
 
-def test_an_exceedance_in_fewer_than_ten_intervals_counts_each_interval_as_one_sample() -> None:
-    o = SPEC.objectives[0]
-    few = [400.0] + [100.0] * 89  # 9 s: tau cannot be measured yet
-    assert batch_requests([per_second(few)], o)[0] == 10  # one sample per interval of 10 requests
-    assert batch_requests([per_second([100.0] * 90)], o)[0] == 2  # nothing over: tau taken as 1
-    busy = per_second([400.0] + [100.0] * 899, per_s=100)  # 9 s of 100 requests, one over
+def test_an_exceedance_in_fewer_than_ten_intervals_passes_only_on_one_sample_per_interval() -> None:
+    busy = per_second([400.0] + [100.0] * 899, per_s=100)  # 9 s of 100 requests, one over: tau not measured
     assert [lk.state for lk in look(SPEC, busy, 0.99)] == ["pass"]
     assert [lk.state for lk in look(SPEC, busy, 0.99, correlated=True)] == ["undecided"]  # 9 samples
+    clean = per_second([100.0] * 900, per_s=100)  # nothing over: tau 1, batches of 2
+    assert [lk.state for lk in look(SPEC, clean, 0.99, correlated=True)] == ["pass"]
+    slow = per_second([400.0] * 30)  # 3 s, all over (a probe far above a knee): a fail keeps tau 1
+    assert [lk.state for lk in look(SPEC, slow, 0.99, correlated=True)] == ["fail"]
 
 
 def test_an_objective_on_a_tag_is_not_batched_its_percentile_decided_per_request() -> None:
@@ -91,3 +91,17 @@ def test_a_look_every_second_recounts_only_the_intervals_that_changed(monkeypatc
     look(SPEC, store, 0.99, correlated=True)
     assert reads == ["ttft"]
     assert correlation.exceedance_counts(SPEC.objectives[0], store)[4599] == (1, 11)
+
+
+def test_counts_stay_exact_when_another_process_adds_to_an_interval_already_counted() -> None:
+    o = SPEC.objectives[0]
+    store = per_second([30.0] * 300)  # 30 s: the first intervals long closed
+    correlation.exceedance_counts(o, store)  # counted, and cached
+    late = MetricsStore(interval_s=1.0)  # a worker's requests, in the first second and a new class
+    late.add(RequestRecord("shared", 1000.2, e2e_us=405_000, ttft_us=400_000))
+    late.add(RequestRecord("unique", 1001.5, e2e_us=405_000, ttft_us=400_000))
+    store.merge(late)
+    counts = correlation.exceedance_counts(o, store)
+    assert (counts[1000], counts[1001]) == ((1, 11), (1, 11))
+    correlation._COUNTED.pop(store.intervals)  # a fresh count agrees
+    assert correlation.exceedance_counts(o, store) == counts

@@ -134,6 +134,7 @@ def test_min_capacity_is_one_step_at_it(
         (["--min-capacity", "500"], "--min-capacity 500: above --rate-max 400"),
         (["--", "--slo-confidence", "2"], "--slo-confidence after --: must be in (0, 1)"),
         (["--", "--slo-interval-s", "0"], "--batch-s auto decides on each step's time series: --slo-interval-s"),
+        (["--", "--slo-interval-s=-1"], "--batch-s auto decides on each step's time series: --slo-interval-s"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args: list[str], message: str, tmp_path: Path, capsys) -> None:
