@@ -148,9 +148,8 @@ def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: floa
     a pass, with an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval."""
     assert o.percentile is not None
     q0 = exceedance_limit(o.percentile)
-    over, totals = pooled_counts(runs, o)
-    k, x, n = max(1.0, SAFETY * request_correlation(over, totals)), sum(over), sum(totals)
-    intervals = sum(1 for t in totals if t)
+    k, x, n = batch_requests(runs, o)
+    intervals = sum(1 for t in pooled_counts(runs, o)[1] if t)  # a second pass over cached counts
     k_pass = max(k, n / intervals) if x and intervals < MIN_INTERVALS else k
 
     def share(k: float) -> tuple[int, float]:
