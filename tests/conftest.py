@@ -206,6 +206,9 @@ ALONE = (
     "tests/plugin/test_early_stop.py::test_an_slo_only_the_end_can_judge_keeps_the_run_to_its_run_time",
     # Two worker processes must ship two 1 s intervals in a 4 s run: beside other workers they spawned late.
     "tests/gate/test_intervals.py::test_processes_ship_their_intervals_to_the_master",
+    # A 3 s run 80x over its target: beside other workers its event loop stalled 200+ ms (p99), a client delay
+    # that could explain the miss, so the run was inconclusive, not the fail it tests.
+    "tests/plugin/test_headless_gate.py::test_pass_and_fail[5-",
 )
 
 
