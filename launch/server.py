@@ -123,15 +123,18 @@ class ServerProcess:
         if proc is None:
             return None
         pgid = proc.pid  # start_new_session made the child a group leader
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace_s)
-        # Engine processes may outlive the API server; make sure the group is gone.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        try:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace_s)
+        finally:
+            # Engine processes may outlive the API server; make sure the group is gone, also when a second
+            # Ctrl-C or SIGTERM (a user pressing it twice, a CI runner's cancel) ends the grace period.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
         return proc.returncode
 
     def __enter__(self) -> ServerProcess:

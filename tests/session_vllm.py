@@ -125,7 +125,14 @@ def hold(state: Path) -> int:
     """The holder: start each server (one after the other: one start at a time on the cores), warm the
     session's up, write each one's file; then wait for them. SIGTERM stops them (scripts/test.sh sends
     it when it exits; the servers keep the holder's niceness, 10 there: the tests on vLLM run alone)."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a server being started is stopped too
+
+    def stop(*_: object) -> None:
+        """A server being started is stopped too; a second SIGTERM (scripts/test.sh's trap after a CI
+        cancel's) is ignored: it would cut the stopping short and leave a server running."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     servers = []
     try:
         for profile in PROFILES:

@@ -243,6 +243,30 @@ def test_stop_kills_the_whole_group_after_the_grace_period(tmp_path: Path) -> No
     assert wait_until(lambda: not group_alive(pgid), timeout_s=5)
 
 
+def test_a_second_interrupt_during_the_grace_period_kills_the_group_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = ServerProcess(
+        [sys.executable, "-c", STUBBORN], host="127.0.0.1", port=free_port(), log_path=tmp_path / "log"
+    )
+    server.start()
+    assert server.proc is not None
+    pgid, wait = server.proc.pid, server.proc.wait
+    assert wait_until(lambda: group_size(pgid) == 2)
+    waits: list[float | None] = []
+
+    def interrupted(timeout: float | None = None) -> int:  # Ctrl-C pressed again while stop() waits
+        waits.append(timeout)
+        if len(waits) == 1:
+            raise KeyboardInterrupt
+        return wait(timeout)
+
+    monkeypatch.setattr(server.proc, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        server.stop(grace_s=60)
+    assert waits == [60, 5] and wait_until(lambda: not group_alive(pgid), timeout_s=5)  # not left running
+
+
 def test_startup_timeout_stops_the_server_and_reports_the_log(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "print('loading weights', flush=True); import time; time.sleep(600)"]
     server = ServerProcess(argv, host="127.0.0.1", port=free_port(), log_path=tmp_path / "log")
