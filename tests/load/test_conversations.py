@@ -211,7 +211,10 @@ def test_open_loop_conversations_and_per_tag_reports(checker: str, locust_run) -
     assert run.code == 0, run.stderr[-2000:]
     assert after["mismatches"] == before["mismatches"] and metrics["all"]["failures"] == 0
     follow_ups = after["follow_ups"] - before["follow_ups"]
-    assert follow_ups >= 8 and metrics[FOLLOW_UP]["requests"] + metrics[FOLLOW_UP]["unfinished"] == follow_ups
+    # Every follow-up the client finished reached the server, and the server saw no other than those in flight
+    # at the stop (`unfinished`): one cut before its body was sent, the server never counts.
+    ended, unfinished = metrics[FOLLOW_UP]["requests"], metrics[FOLLOW_UP]["unfinished"]
+    assert follow_ups >= 8 and ended <= follow_ups <= ended + unfinished, (ended, unfinished, follow_ups)
     assert metrics[FIRST_TURN]["requests"] + metrics[FOLLOW_UP]["requests"] == metrics["all"]["requests"]
     assert metrics[FIRST_TURN]["prompt_cache_hit_rate"] == 0 and metrics[FOLLOW_UP]["prompt_cache_hit_rate"] > 0
     assert {"turn_1", "turn_2", "turn_3"} <= set(metrics) and "turn_4" not in metrics
