@@ -42,7 +42,7 @@ import numpy as np
 from slogate.launch import fault_server
 from slogate.launch.capacity_at import judge_at_rate
 from slogate.launch.knee import SearchSettings, search
-from slogate.launch.knee_batch import AUTO, batch_length
+from slogate.launch.knee_batch import AUTO, batch_length, steps_stop_early
 from slogate.launch.knee_interval import StepJudge
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, certain_verdict, look, waits_for
 from slogate.slo.gate.facts import DECIDED, RunStop
@@ -194,7 +194,7 @@ def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[st
     spec = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": args.target_ms}]})
     settings = SearchSettings(o.rate_start, o.precision, o.step_s, o.max_steps, probe_s=o.probe_s)
     rows, at, where, judge = [], o.min_capacity, Path("/nonexistent"), StepJudge(spec, batch_s=o.batch_s)
-    early = (o.early_stop and (o.batch_s is None or (o.batch_s == AUTO and at is not None)), o.batch_s == AUTO)
+    early = (steps_stop_early(o.early_stop, o.batch_s, knee=at is None), o.batch_s == AUTO)  # as the CLI
     for i in range(1, args.simulate + 1):
         step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i)
         probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i)

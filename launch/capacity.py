@@ -166,10 +166,11 @@ def search_target(
     files written in `out_dir` as soon as it ends (`show` gets the Markdown, `say` a line per
     step). A search that fails writes why, then raises `CapacityInputError` with the steps judged
     before (`partial`)."""
+    correlated = options.judge.batch_s == AUTO  # adaptive batches: the early stop decides on them
     step = locust_step(
         url, slo_file=options.slo_file, warmup_s=options.warmup_s, config=options.config,
         locust_args=options.locust_args, early_stop=options.early_stop, workers=options.workers,
-        correlated=options.judge.batch_s == AUTO,
+        correlated=correlated,
         # Deciding early, a failing step ends once the bounds fail it: the abort's window bound would
         # cut it before they can (a step then bounds nothing). Without the early stop, the abort, but
         # not on batches (--batch-s): a run it cut would hold too few batches to decide.
@@ -179,7 +180,7 @@ def search_target(
     probe = locust_step(
         url, slo_file=options.slo_file, warmup_s=min(options.warmup_s, PROBE_WARMUP_S), config=options.config,
         locust_args=options.locust_args, early_stop=options.early_stop, workers=options.workers,
-        correlated=options.judge.batch_s == AUTO, abort_on_fail=False,
+        correlated=correlated, abort_on_fail=False,
     )  # fmt: skip
     judge = options.judge
     note = early_pass_note(judge.spec, judge.not_blocking) if options.early_stop and judge.spec else None

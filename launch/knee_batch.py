@@ -102,3 +102,12 @@ def batch_length(text: str) -> float | str | None:
     if not seconds >= 0 or math.isinf(seconds):
         raise ValueError(f"--batch-s: must be auto, 0 (per request) or seconds > 0, got {text}")
     return seconds or None
+
+
+def steps_stop_early(early_stop: bool, batch_s: float | str | None, knee: bool) -> bool:
+    """Whether a step's run keeps Locust's early stop (`--slo-stop-when-decided`): per request, yes;
+    on fixed batches, no (the per-request bounds would end it too soon); on adaptive batches only
+    the test at R (`knee` false), deciding on them itself (`--slo-correlated-requests`): a search's
+    steps run whole, since its repeated looks at a tau measured on a few seconds pass steps just above
+    the knee (simulated: 32/40 intervals covered the knee, against 40/40 judged at each run's end)."""
+    return early_stop and (batch_s is None or (batch_s == AUTO and not knee))

@@ -61,7 +61,6 @@ def work_for_master(
             started, met = time.monotonic(), False
             while child.poll() is None:
                 if forwarder.signals:  # one that came before this child was started reaches it too
-                    forwarder.catch_up()
                     end_group(child, forwarder.signals[-1])
                     return exitcodes.PASS
                 if listening(master_host, master_port):

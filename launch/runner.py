@@ -87,12 +87,11 @@ def signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
 class Forwarder:
     """While in use (`with`), SIGINT and SIGTERM are passed on to the process group of `child`
     (set it as each is started) and kept in `signals`. A signal that came while no child, or the
-    one before, was set reaches the new one by `catch_up`."""
+    one before, was set is the caller's to pass on (`signals`)."""
 
     def __init__(self, child: subprocess.Popen[bytes] | None = None) -> None:
         self.child = child
         self.signals: list[int] = []
-        self._reached: set[int] = set()  # the children (pids) a signal was passed to
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> Forwarder:
@@ -105,17 +104,8 @@ class Forwarder:
 
     def _forward(self, signum: int, frame: object) -> None:
         self.signals.append(signum)
-        self._pass_on(signum)
-
-    def _pass_on(self, signum: int) -> None:
         if self.child is not None:
-            self._reached.add(self.child.pid)
             signal_group(self.child, signum)
-
-    def catch_up(self) -> None:
-        """Pass the last signal on to `child` if none reached it yet."""
-        if self.signals and self.child is not None and self.child.pid not in self._reached:
-            self._pass_on(self.signals[-1])
 
 
 def run_locust(

@@ -119,28 +119,22 @@ def exceedance_counts(o: Objective, m: MetricsStore) -> dict[int, tuple[int, int
     return counts
 
 
-def interval_counts(o: Objective, m: MetricsStore) -> tuple[list[int], list[int]]:
-    """Requests over `o`'s target and requests, per interval of `m`'s time series, in send order."""
-    counts = exceedance_counts(o, m)
-    ordered = [counts[idx] for idx in sorted(counts)]
+def pooled_counts(runs: Sequence[MetricsStore], o: Objective) -> tuple[list[int], list[int]]:
+    """Requests over `o`'s target and requests per interval of `runs` at one rate, in send order, one run
+    after the other."""
+    ordered = [counts[idx] for m in runs for counts in [exceedance_counts(o, m)] for idx in sorted(counts)]
     return [x for x, _ in ordered], [n for _, n in ordered]
 
 
-def pooled_counts(runs: Sequence[MetricsStore], o: Objective) -> tuple[list[int], list[int]]:
-    """Requests over `o`'s target and requests per interval of `runs` at one rate, one run after the other."""
-    over: list[int] = []
-    totals: list[int] = []
-    for m in runs:
-        x, n = interval_counts(o, m)
-        over += x
-        totals += n
-    return over, totals
+def batch_length_of(over: Sequence[int], totals: Sequence[int]) -> float:
+    """k, the batch length in requests, of per-interval counts (`pooled_counts`)."""
+    return max(1.0, SAFETY * request_correlation(over, totals))
 
 
 def batch_requests(runs: Sequence[MetricsStore], o: Objective) -> tuple[float, int, int]:
     """(k, requests over the target, requests) of `runs` at one rate: k the batch length in requests."""
     over, totals = pooled_counts(runs, o)
-    return max(1.0, SAFETY * request_correlation(over, totals)), sum(over), sum(totals)
+    return batch_length_of(over, totals), sum(over), sum(totals)
 
 
 def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float) -> str:
@@ -148,8 +142,9 @@ def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: floa
     a pass, with an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval."""
     assert o.percentile is not None
     q0 = exceedance_limit(o.percentile)
-    k, x, n = batch_requests(runs, o)
-    intervals = sum(1 for t in pooled_counts(runs, o)[1] if t)  # a second pass over cached counts
+    over, totals = pooled_counts(runs, o)
+    k, x, n = batch_length_of(over, totals), sum(over), sum(totals)
+    intervals = sum(1 for t in totals if t)
     k_pass = max(k, n / intervals) if x and intervals < MIN_INTERVALS else k
 
     def share(k: float) -> tuple[int, float]:

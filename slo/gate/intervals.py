@@ -222,9 +222,13 @@ class IntervalSeries:
         self._touch(idx)
         return ci
 
-    def _touch(self, idx: int) -> None:
+    def _changed(self, idx: int) -> None:
+        """Interval `idx` changed: its cached figures go, its change count (`changes`) rises."""
         self._stats.pop(idx, None)
         self.changes[idx] = self.changes.get(idx, 0) + 1
+
+    def _touch(self, idx: int) -> None:
+        self._changed(idx)
         live = self._live
         if idx in live:
             live.move_to_end(idx)
@@ -281,8 +285,7 @@ class IntervalSeries:
                     # A new interval arrives closed: keep its encoding as is, no decoding.
                     ci = self.intervals.setdefault(idx, {})[cls] = ClassInterval()
                     ci.merge_wire(d)
-                    self._stats.pop(idx, None)
-                    self.changes[idx] = self.changes.get(idx, 0) + 1
+                    self._changed(idx)
                 else:
                     self._slot(idx, cls).merge_wire(d)
 

@@ -13,7 +13,7 @@ from slogate.commands.common import DEMO_CONF, add_report_dir, guarded, report_l
 from slogate.launch import capacity, launcher
 from slogate.launch.capacity_report import JSON_NAME, MARKDOWN_NAME, write_error
 from slogate.launch.knee import DEFAULT_RATE_MAX, CapacityInputError, SearchSettings
-from slogate.launch.knee_batch import AUTO, batch_length
+from slogate.launch.knee_batch import AUTO, batch_length, steps_stop_early
 from slogate.launch.knee_interval import StepJudge
 from slogate.launch.knee_outcome import outcome_exit_code
 from slogate.launch.locust_command import LOCUST_MASTER_PORT, Workers
@@ -92,11 +92,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         write_error(out, e)
         return fail(str(e), exitcodes.USAGE)
     knee = args.search or args.min_capacity is None
-    # Batches decide each step: the per-request bounds of Locust's early stop would end it too soon. The test at R
-    # on adaptive batches keeps the early stop, deciding on them itself (--slo-correlated-requests); a search's
-    # steps run whole: its repeated looks at a tau measured on a few seconds pass steps just above the knee
-    # (simulated: 32/40 intervals covered the knee, against 40/40 judged once at each run's end).
-    early_stop = args.early_stop and (judge.batch_s is None or (judge.batch_s == AUTO and not knee))
+    early_stop = steps_stop_early(args.early_stop, judge.batch_s, knee)
     options = capacity.StepOptions(
         args.slo_file, args.warmup_s, args.config or DEMO_CONF, args.locust_args, early_stop, step_workers(args), judge
     )

@@ -11,29 +11,11 @@ from slogate.launch.knee_batch import batch_fractions, decide_fractions
 from slogate.launch.knee_interval import StepJudge
 from slogate.slo.gate import sequential
 from slogate.slo.gate.judge import judge
-from slogate.slo.gate.metrics import MetricsStore
-from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.report import Report, RunInfo
-from slogate.slo.gate.spec import parse_spec
 
 from slogate.cli import main
-
-SPEC = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}]})
-
-
-def store_of(ttfts_ms: list[float], per_s: int = 10) -> MetricsStore:
-    """Requests sent `per_s` a second from t = 1000 s, in 1 s intervals, with these TTFTs."""
-    store = MetricsStore(interval_s=1.0)
-    for i, ms in enumerate(ttfts_ms):
-        us = int(ms * 1000)
-        store.add(RequestRecord("shared", 1000.0 + i / per_s, e2e_us=us + 5000, ttft_us=us))
-    return store
-
-
-def clustered(batches: int, busy_every: int) -> list[float]:
-    """Batches of 10 requests (1 s each): every `busy_every`-th batch all over the 200 ms target
-    (a busy period), the others all under."""
-    return [400.0 if b % busy_every == busy_every - 1 else 100.0 for b in range(batches) for _ in range(10)]
+from tests.gate.test_correlation import SPEC, clustered
+from tests.gate.test_correlation import per_second as store_of
 
 
 def test_batches_are_whole_groups_of_intervals_in_send_order_without_the_cut_last_one() -> None:

@@ -20,6 +20,7 @@ from slogate.launch.server import free_port
 from slogate.slo.gate import exitcodes
 
 from slogate.arguments import positive_seconds
+from tests.launch.test_launch import group_alive, group_size
 
 MODEL = "ttft_ms=1,tokens=2"
 
@@ -77,19 +78,6 @@ def test_a_worker_that_fails_at_once_is_reported_at_once(monkeypatch: pytest.Mon
     assert code == exitcodes.SETUP_FAILED and "(exit 2)" in lines[-1] and time.monotonic() - began < 10
 
 
-def group_of(pgid: int) -> list[int]:
-    """The live (not zombie) processes of process group `pgid`."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            pids.append(int(entry.name))
-    return pids
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_stop_ends_every_process_of_a_worker_with_processes(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "slogate.cli", "worker", "--master-host", "127.0.0.1", "--master-port",
@@ -98,13 +86,13 @@ def test_a_stop_ends_every_process_of_a_worker_with_processes(tmp_path: Path) ->
     try:
         children = Path(f"/proc/{worker.pid}/task/{worker.pid}/children")
         deadline = time.monotonic() + 60
-        while not children.read_text().split() or len(group_of(int(children.read_text().split()[0]))) < 3:
+        while not children.read_text().split() or group_size(int(children.read_text().split()[0])) < 3:
             assert time.monotonic() < deadline and worker.poll() is None, "no Locust worker with 2 processes"
             time.sleep(0.1)
         pgid = int(children.read_text().split()[0])
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=30) == exitcodes.PASS
-        assert group_of(pgid) == []
+        assert not group_alive(pgid)
     finally:
         worker.kill()
 

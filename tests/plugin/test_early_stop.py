@@ -19,6 +19,8 @@ from slogate.slo.gate.report import Report, RunInfo
 from slogate.slo.gate.spec import parse_spec
 from slogate.slo.outputs.render import render_markdown
 
+from tests.gate.test_correlation import per_second
+
 TTFT = {"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}
 T0 = 1_000.0
 
@@ -68,14 +70,6 @@ def test_one_certain_failure_decides_the_run_whatever_else_is_undecided() -> Non
     looks = look(spec, store_with(lognormal_ms(30, 500.0)), 0.99)
     assert [lk.state for lk in looks] == ["fail", "undecided"]
     assert certain_verdict(looks, waiting_for=["server-thing"], not_blocking=()) == "fail"
-
-
-def per_second(ttfts_ms: list[float], per_s: int = 10) -> MetricsStore:
-    """Requests sent `per_s` a second, in the 1 s intervals of a time series."""
-    store = MetricsStore(interval_s=1.0)
-    for i, ms in enumerate(ttfts_ms):
-        store.add(RequestRecord("shared", T0 + i / per_s, e2e_us=int(ms * 1000) + 5000, ttft_us=int(ms * 1000)))
-    return store
 
 
 def test_correlated_requests_are_decided_on_batches_as_long_as_their_busy_periods() -> None:
