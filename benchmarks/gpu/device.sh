@@ -28,7 +28,8 @@ gpu_env() {
   # package-dir: slo/ is slogate.slo, launch/ slogate.launch, locustfiles/ slogate.locustfiles).
   local pkg=/tmp/slogate-pkg/slogate
   rm -rf /tmp/slogate-pkg && mkdir -p "$pkg"
-  ln -s "$ROOT"/slogate/*.py "$pkg/"
+  local f
+  for f in "$ROOT"/slogate/*; do ln -s "$f" "$pkg/"; done  # its modules and subpackages (commands/)
   ln -s "$ROOT/slo" "$pkg/slo" && ln -s "$ROOT/launch" "$pkg/launch" && ln -s "$ROOT/locustfiles" "$pkg/locustfiles"
   export PYTHONPATH="$SITE:$EXTRA_SITE:/tmp/slogate-pkg" HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 }
@@ -80,6 +81,7 @@ EOF
 )
   echo "installing ${#missing[@]} wheels the machine lacks: $(printf '%s ' "${missing[@]##*/}" | sed 's/-[^ ]*//g')"
   [ "${#missing[@]}" -eq 0 ] || python3 -m pip install -q --no-index --no-deps --no-compile --target "$EXTRA_SITE" "${missing[@]}"
+  cd /tmp  # the checkout's own slogate/ folder, as the cwd on the path, would hide slogate.slo
   python3 -c "import locust, gevent, geventhttpclient, hdrh, slack_sdk, yaml, prometheus_client, openai, tokenizers
 import slogate.slo.plugin, slogate.launch.launcher
 print('SLOGATE_SETUP_OK locust', locust.__version__)"
@@ -128,10 +130,13 @@ bench)
   ;;
 serve)
   gpu_env
-  port="${3:-8000}"
-  (cd /tmp && setsid nohup python3 -m slogate.cli launch --port "$port" "${2:?serve PROFILE [PORT]}" \
-    >/tmp/serve.log 2>&1 </dev/null &)
+  port="${3:-8000}" profile="$(realpath "${2:?serve PROFILE [PORT]}")"
+  (cd /tmp && setsid nohup python3 -m slogate.cli launch --port "$port" "$profile" \
+    >/tmp/serve.log 2>&1 </dev/null & echo $! >/tmp/serve.pid)
   for _ in $(seq 420); do
+    if ! kill -0 "$(cat /tmp/serve.pid)" 2>/dev/null; then  # the launcher died: no point waiting
+      tail -20 /tmp/serve.log; echo "device.sh: $2 exited before it was healthy" >&2; exit 4
+    fi
     if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=2)" 2>/dev/null; then
       echo "serving $2 on port $port after $SECONDS s"; exit 0
     fi

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -300,7 +301,8 @@ def _forget_options(environment: Any, **_: Any) -> None:
 
 
 _lock = gevent.lock.Semaphore()
-_prepared: dict[tuple[int, WorkloadConfig, str], Workload] = {}
+# Per environment (a web-UI rerun or a test's next run may change the config or host): gone with it.
+_prepared: weakref.WeakKeyDictionary[Any, dict[tuple[WorkloadConfig, str], Workload]] = weakref.WeakKeyDictionary()
 
 
 def workload_for(environment: Any) -> Workload:
@@ -312,9 +314,10 @@ def workload_for(environment: Any) -> Workload:
     options = workload_options(environment)
     config = options.config
     target.use_ca_bundle(options.ca_bundle)  # a worker's may come from its master
-    key = (id(environment), config, environment.host)
+    key = (config, environment.host)
     with _lock:
-        workload = _prepared.get(key)
+        prepared = _prepared.setdefault(environment, {})
+        workload = prepared.get(key)
         if workload is None:
             host, headers = target.resolve(environment)
             workload = Workload.prepare(config, host, headers, getattr(environment.runner, "worker_index", 0))
@@ -324,5 +327,5 @@ def workload_for(environment: Any) -> Workload:
                     server.prime(host, headers, workload.endpoint.path, bodies, config.request_timeout_s)
                 except server.TargetError as e:  # best effort: the measured requests will show the failure
                     log.warning("slogate: priming the shared prefixes failed: %s", e)
-            _prepared[key] = workload
+            prepared[key] = workload
     return workload
