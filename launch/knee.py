@@ -14,7 +14,10 @@ or undecided, as the bounds say. An undecided step (within noise of a target, to
 client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.attempts`), but on
 the way up or down, before a step passed and one failed, only an inconclusive one is; still
 inconclusive, the search stops there and says why (`decided` false, exit 3); still undecided with
-a pass or fail verdict, the search goes on and the step bounds nothing. A pass decided with a late
+a pass or fail verdict, the search goes on and the step bounds nothing, except that, while no
+pass is decided, the way down judges such a pass again, with its whole budget, before it goes
+below it (launch/knee_next.py picks each next rate: a lower rate only makes a pass slower to
+decide). A pass decided with a late
 client is a pass (client delay only adds): never run again. A step whose run wrote no report
 (`NoReport`) ends the search (exit 3), with what was judged.
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from slogate.launch.knee_interval import FAIL, PASS, UNDECIDED, StepJudge, interval
+from slogate.launch.knee_next import next_rate, side
 from slogate.launch.knee_probe import probe_up
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import DECIDED
@@ -281,18 +285,18 @@ def search(
         except CapacityInputError as e:
             e.partial = result  # what was judged before stays reported
             raise
-        rate = _next_rate(result) if result.judged else rate  # a probe decided fail needs no step again
+        rate = next_rate(result) if result.judged else rate  # a probe decided fail needs no step again
     while rate is not None:
         if len(result.judged) >= settings.max_steps:
             result.stopped_because = f"--max-steps {settings.max_steps} reached before the bracket was within precision"
             return result
-        sides = {_side(s) for s in result.judged}
+        sides = {side(s) for s in result.judged}  # both: every step extended, a pass judged again included
         step = judge_step(run_step, rate, settings.step_s, out_dir, result, judge, extend={PASS, FAIL} <= sides)
         on_step(step)
         if step.verdict == Verdict.INCONCLUSIVE and step.decision == UNDECIDED:
             result.stopped_because = f"the step at {rate:g} req/s was inconclusive twice: " + "; ".join(step.reasons)
             return result
-        rate = _next_rate(result)
+        rate = next_rate(result)
     return result
 
 
@@ -317,55 +321,6 @@ def judge_step(
     result.steps.append(step)
     result.ttft_targets_ms = result.ttft_targets_ms or ttft_targets(report)
     return step
-
-
-def _side(step: Step) -> str:
-    """Which way the knee is from a step: its decision, or, undecided, its nearest-rank verdict."""
-    return step.decision if step.decision != UNDECIDED else step.verdict
-
-
-def _next_rate(result: CapacityResult) -> float | None:
-    """The next rate to try: up until a step fails, down until one passes, past an undecided step
-    while an end of the interval is missing, then into the widest gap; None with
-    `result.stopped_because` said."""
-    settings = result.settings
-    judged = result.judged
-    rates = [s.rate_rps for s in judged]
-    low, high = result.interval_rps
-    if high is None:
-        if max(rates) >= settings.rate_max:
-            result.stopped_because = (
-                f"every step passed up to --rate-max {settings.rate_max:g} req/s: the capacity is at least that "
-                "(the ceiling set for the load generator, not the server's: raise --rate-max to go on)"
-                if all(_side(s) == PASS for s in judged)
-                else f"no step up to --rate-max {settings.rate_max:g} req/s was decided fail"
-            )
-            return None
-        if any(_side(s) == FAIL for s in judged) and low is None:
-            return _way_down(result, min(rates))  # the way down is known: find a decided pass first
-        return min(max(rates) * 2, settings.rate_max)
-    if low is None:
-        return _way_down(result, min(rates))
-    if low >= high:
-        result.stopped_because = f"{low:g} req/s was decided pass and {high:g} fail: the load changed during the search"
-        return None
-    if result.decided:
-        within = "" if (high - low) / low <= settings.precision + 1e-9 else " (the steps between them undecided)"
-        result.stopped_because = f"interval [{low:g}, {high:g}]{within} within --precision {settings.precision:g}"
-        return None
-    gap = result.widest_gap()
-    assert gap is not None
-    return float(f"{(gap[0] + gap[1]) / 2:.4g}")  # 12.475, not 12.475000000000001
-
-
-def _way_down(result: CapacityResult, lowest: float) -> float:
-    """Below the lowest step that failed: half its rate, or, above a probe that looked fine, the
-    geometric middle between them (that probe's rate when they are within the precision)."""
-    fine = [s.rate_rps for s in result.steps if s.probe and s.verdict == Verdict.PASS and s.rate_rps < lowest]
-    if not fine:
-        return lowest / 2
-    below = max(fine)
-    return below if (lowest - below) / below <= result.settings.precision else float(f"{math.sqrt(below * lowest):.3g}")
 
 
 def _judge_rate(

@@ -11,7 +11,7 @@ exception: a probe the anytime-valid bounds decided fail is a decided fail (its 
 from an empty queue can only have lowered its latencies), so the search needs no step there
 again. The decided steps then start at the first probe over (a fail far above the knee is decided
 in seconds), and on the way down go to the geometric middle between the lowest failing rate and
-the highest probe that looked fine (launch/knee.py `_way_down`), not to half the rate: the slow
+the highest probe that looked fine (launch/knee_next.py `_way_down`), not to half the rate: the slow
 decided pass at a low rate is skipped. A probe inconclusive for too few samples at a low rate
 says "not over": the way goes on up.
 """

@@ -1,0 +1,88 @@
+"""The knee search's next rate (launch/knee.py `search` asks `next_rate` after every step).
+
+Up, doubling, until a step fails; then, while no pass is decided, down: but first, an undecided
+pass that ran once on the way up (its verdict only gave the way) is judged again with its whole
+budget (`StepJudge.attempts`), the highest such rate below the lowest decided fail (or, with none
+decided, below the lowest step that failed) first. A lower rate sends fewer requests a second, so
+a pass is harder to decide there, not easier: at 8 req/s three runs decide a clean pass that 4 or
+2 req/s never would in the same time (issue 31). Only when no such step is left does the way go
+below the lowest step: to half its rate, or, above a probe that looked fine, to the geometric
+middle between them. Once both ends are decided, into the widest gap between the rates tried
+inside the interval, until it is within the precision.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from slogate.launch.knee_interval import FAIL, PASS, UNDECIDED
+from slogate.slo.gate.verdict import Verdict
+
+if TYPE_CHECKING:
+    from slogate.launch.knee import CapacityResult, Step
+
+
+def side(step: Step) -> str:
+    """Which way the knee is from a step: its decision, or, undecided, its nearest-rank verdict."""
+    return step.decision if step.decision != UNDECIDED else step.verdict
+
+
+def next_rate(result: CapacityResult) -> float | None:
+    """The next rate to try: up until a step fails, down until one passes (an undecided pass of the
+    way up judged again first), then into the widest gap; None with `result.stopped_because` said."""
+    settings = result.settings
+    judged = result.judged
+    rates = [s.rate_rps for s in judged]
+    low, high = result.interval_rps
+    if high is None:
+        if max(rates) >= settings.rate_max:
+            result.stopped_because = (
+                f"every step passed up to --rate-max {settings.rate_max:g} req/s: the capacity is at least that "
+                "(the ceiling set for the load generator, not the server's: raise --rate-max to go on)"
+                if all(side(s) == PASS for s in judged)
+                else f"no step up to --rate-max {settings.rate_max:g} req/s was decided fail"
+            )
+            return None
+        failed = [s.rate_rps for s in judged if side(s) == FAIL]  # decided or by its verdict
+        if not failed or low is not None:
+            return min(max(rates) * 2, settings.rate_max)
+        return _once_more(result, min(failed)) or _way_down(result, min(rates))  # find a decided pass first
+    if low is None:
+        return _once_more(result, high) or _way_down(result, min(rates))
+    if low >= high:
+        result.stopped_because = f"{low:g} req/s was decided pass and {high:g} fail: the load changed during the search"
+        return None
+    if result.decided:
+        within = "" if (high - low) / low <= settings.precision + 1e-9 else " (the steps between them undecided)"
+        result.stopped_because = f"interval [{low:g}, {high:g}]{within} within --precision {settings.precision:g}"
+        return None
+    gap = result.widest_gap()
+    assert gap is not None
+    return float(f"{(gap[0] + gap[1]) / 2:.4g}")  # 12.475, not 12.475000000000001
+
+
+def _once_more(result: CapacityResult, below: float) -> float | None:
+    """The highest rate below `below` whose step passed undecided in its one run (extension off, on
+    the way up) and has not been judged again since; None when there is none."""
+    steps = [s for s in result.steps if not s.probe]
+    again = [
+        s.rate_rps
+        for i, s in enumerate(steps)
+        if s.rate_rps < below
+        and s.decision == UNDECIDED
+        and s.verdict == Verdict.PASS
+        and s.attempts == 1
+        and all(later.rate_rps != s.rate_rps for later in steps[i + 1 :])
+    ]
+    return max(again, default=None)
+
+
+def _way_down(result: CapacityResult, lowest: float) -> float:
+    """Below the lowest step (none decided pass): half its rate, or, above a probe that looked fine, the
+    geometric middle between them (that probe's rate when they are within the precision)."""
+    fine = [s.rate_rps for s in result.steps if s.probe and s.verdict == Verdict.PASS and s.rate_rps < lowest]
+    if not fine:
+        return lowest / 2
+    below = max(fine)
+    return below if (lowest - below) / below <= result.settings.precision else float(f"{math.sqrt(below * lowest):.3g}")
