@@ -25,10 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from jsonschema import exceptions, validators
-from jsonschema.protocols import Validator
-
 if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
     from slogate.locustfiles.load.workload import WorkloadConfig
 
 TOOL_CHOICES = ("auto", "required", "none")  # or a function's name
@@ -169,6 +167,8 @@ def _parsed(text: str, what: str) -> tuple[Any, str | None]:
 
 
 def _mismatch(validator: Validator, value: Any, what: str) -> str | None:
+    from jsonschema import exceptions  # imported by a run with schemas only (~75 ms of every process's start)
+
     try:
         error = exceptions.best_match(validator.iter_errors(value))
     except RecursionError:  # a value nested deeper than validation goes: no answer a schema wants
@@ -245,6 +245,8 @@ def _read_json(path: str, option: str) -> Any:
 
 
 def _validator(schema: dict[str, Any], where: str) -> Validator:
+    from jsonschema import exceptions, validators  # see _mismatch
+
     cls = validators.validator_for(schema)
     try:
         cls.check_schema(schema)

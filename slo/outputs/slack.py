@@ -1,10 +1,10 @@
 """Slack alerts: one Block Kit message per run, sent by the master (or the only process).
 
 Credentials come from the environment only: `SLACK_WEBHOOK_URL` (an incoming webhook), or
-`SLACK_BOT_TOKEN` with `--slack-channel`. They are never printed, logged or written anywhere:
-slack-sdk's clients log full request URLs (the webhook's secret) on retries, so they get a
-logger that drops everything. Slack failures never change the gate's verdict: retries honour
-Retry-After and back off within a fixed time budget, then one warning line says what happened.
+`SLACK_BOT_TOKEN` with `--slack-channel`. They are never printed, logged or written anywhere
+(slo/outputs/slack_client.py silences slack-sdk's logging, which shows a webhook's URL on retries).
+Slack failures never change the gate's verdict: retries honour Retry-After and back off within a
+fixed time budget, then one warning line says what happened.
 """
 
 from __future__ import annotations
@@ -15,13 +15,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.handler import RetryHandler
-from slack_sdk.http_retry.request import HttpRequest
-from slack_sdk.http_retry.response import HttpResponse
-from slack_sdk.http_retry.state import RetryState
-from slack_sdk.webhook import WebhookClient
 from slogate.slo.gate.report import Report
 from slogate.slo.gate.verdict import Outcome, RegressionStatus, Verdict
 from slogate.slo.outputs.render import headline, observed_text
@@ -33,57 +26,6 @@ DEFAULT_BUDGET_S = 20.0
 # Block Kit's limits: Slack refuses a message past any of them (`invalid_blocks`), and the alert
 # would be lost exactly when everything breaks.
 SECTION_CHARS, HEADER_CHARS, MAX_BLOCKS = 3000, 150, 50
-
-_SILENT = logging.getLogger("slogate.slack.sdk")  # handed to slack-sdk: never emits a record
-_SILENT.disabled = True
-_SILENT.propagate = False
-
-
-class _BoundedRetry(RetryHandler):
-    """Retry 429 (after Retry-After), 5xx and connection errors, never past the deadline."""
-
-    def __init__(self, deadline: float, max_retry_count: int = 5) -> None:
-        super().__init__(max_retry_count=max_retry_count)
-        self.deadline = deadline
-        self.attempts = 1
-
-    def _wait_for(self, state: RetryState, response: HttpResponse | None) -> float:
-        if response is not None and response.status_code == 429:
-            for key, value in response.headers.items():
-                if key.lower() == "retry-after":
-                    raw = value[0] if isinstance(value, list) else value
-                    try:
-                        return float(raw)
-                    except ValueError:
-                        break
-            return 1.0
-        return 0.5 * 2**state.current_attempt
-
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        retriable = error is not None or (
-            response is not None and (response.status_code == 429 or response.status_code >= 500)
-        )
-        return retriable and time.monotonic() + self._wait_for(state, response) < self.deadline
-
-    def prepare_for_next_attempt(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        state.next_attempt_requested = True
-        time.sleep(self._wait_for(state, response))
-        state.increment_current_attempt()
-        self.attempts += 1
 
 
 @dataclass
@@ -128,27 +70,18 @@ class SlackNotifier:
         return None
 
     def send(self, message: dict[str, Any]) -> SendResult:
-        retry = _BoundedRetry(time.monotonic() + self.budget_s)
-        try:
-            if self._webhook_url:
-                client = WebhookClient(
-                    self._webhook_url, timeout=self.timeout_s, logger=_SILENT, retry_handlers=[retry]
-                )
-                resp = client.send_dict(message)
-                ok = resp.status_code == 200
-                detail = "sent" if ok else f"HTTP {resp.status_code}"
-            else:
-                kwargs: dict[str, Any] = {"base_url": self._api_base_url} if self._api_base_url else {}
-                web = WebClient(
-                    token=self._bot_token, timeout=self.timeout_s, logger=_SILENT, retry_handlers=[retry], **kwargs
-                )
-                web.chat_postMessage(channel=self.channel or "", text=message["text"], blocks=message["blocks"])
-                ok, detail = True, "sent"
-        except SlackApiError as e:
-            ok, detail = False, f"Slack API error {e.response.get('error', '') if e.response else ''}".strip()
-        except Exception as e:  # a notifier must never break the gate
-            ok, detail = False, type(e).__name__
-        return SendResult(ok, retry.attempts, detail)
+        # slack-sdk is imported only to send (~60 ms of every Locust process's start otherwise)
+        from slogate.slo.outputs.slack_client import post
+
+        return post(
+            message,
+            webhook_url=self._webhook_url,
+            bot_token=self._bot_token,
+            channel=self.channel,
+            deadline=time.monotonic() + self.budget_s,
+            timeout_s=self.timeout_s,
+            api_base_url=self._api_base_url,
+        )
 
 
 class NotifyPolicyError(ValueError):
