@@ -86,7 +86,9 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    steps = sorted(result.judged, key=lambda s: s.rate_rps)
+    steps = sorted(
+        {s.rate_rps: s for s in result.judged}.values(), key=lambda s: s.rate_rps
+    )  # a rate judged again: its later step
     fig, ax = plt.subplots(figsize=(8, 4.5))
     classes = list(dict.fromkeys(cls for s in steps for cls in s.ttft_p95_ms))
     for cls in classes:

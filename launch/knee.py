@@ -15,9 +15,9 @@ client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.
 the way up or down, before a step passed and one failed, only an inconclusive one is; still
 inconclusive, the search stops there and says why (`decided` false, exit 3); still undecided with
 a pass or fail verdict, the search goes on and the step bounds nothing, except that, while no
-pass is decided, the way down judges such a pass again, with its whole budget, before it goes
-below it (launch/knee_next.py picks each next rate: a lower rate only makes a pass slower to
-decide). A pass decided with a late
+pass is decided, such a pass that ran without extension is judged again, as a new step with its
+whole budget, before the search goes below it (launch/knee_next.py picks each next rate: a lower
+rate only makes a pass slower to decide). A pass decided with a late
 client is a pass (client delay only adds): never run again. A step whose run wrote no report
 (`NoReport`) ends the search (exit 3), with what was judged.
 """
@@ -168,7 +168,8 @@ class CapacityResult:
         return [s for s in self.steps if not s.probe or s.decision == FAIL]
 
     def _rates(self, verdict: str) -> list[float]:
-        return [s.rate_rps for s in self.judged if s.verdict == verdict]
+        latest = {s.rate_rps: s for s in self.judged}  # a rate judged again (launch/knee_next.py): its later step
+        return [rate for rate, s in latest.items() if s.verdict == verdict]
 
     @property
     def rate_unit(self) -> str:

@@ -14,7 +14,8 @@ every run at the step's rate instead (launch/knee_batch.py), and a step may take
 
 The interval is [the highest rate decided pass, the lowest rate decided fail]; each end is wrong
 with probability at most 1 - confidence (the capacity is monotone in the rate, so only the two
-steps at its ends can make it miss the knee), as far as the bounds' samples are independent:
+steps at its ends can make it miss the knee; a search that decides more steps near the knee has
+more chances at a wrong end), as far as the bounds' samples are independent:
 requests per request, batches on batches (docs/capacity.md says what that costs near a knee).
 """
 

@@ -1,14 +1,15 @@
 """The knee search's next rate (launch/knee.py `search` asks `next_rate` after every step).
 
 Up, doubling, until a step fails; then, while no pass is decided, down: but first, an undecided
-pass that ran once on the way up (its verdict only gave the way) is judged again with its whole
-budget (`StepJudge.attempts`), the highest such rate below the lowest decided fail (or, with none
-decided, below the lowest step that failed) first. A lower rate sends fewer requests a second, so
-a pass is harder to decide there, not easier: at 8 req/s three runs decide a clean pass that 4 or
-2 req/s never would in the same time (issue 31). Only when no such step is left does the way go
-below the lowest step: to half its rate, or, above a probe that looked fine, to the geometric
-middle between them. Once both ends are decided, into the widest gap between the rates tried
-inside the interval, until it is within the precision.
+pass that was run without extension (before the search had seen a pass and a fail: on the way up,
+or the first step below a fail), whose verdict only gave the way, is judged again as a new step
+with its whole budget (`StepJudge.attempts`), the highest such rate below the lowest decided fail
+(or, with none decided, below the lowest step that failed) first, at `--rate-max` too. A lower
+rate sends fewer requests a second, so a pass is harder to decide there, not easier: at 8 req/s
+three runs decide a clean pass that 4 or 2 req/s never would in the same time (issue 31). Only
+when no such step is left does the way go below the lowest step: to half its rate, or, above a
+probe that looked fine, to the geometric middle between them. Once both ends are decided, into
+the widest gap between the rates tried inside the interval, until it is within the precision.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ def next_rate(result: CapacityResult) -> float | None:
     rates = [s.rate_rps for s in judged]
     low, high = result.interval_rps
     if high is None:
+        failed = [s.rate_rps for s in judged if side(s) == FAIL]  # decided or by its verdict
+        again = _once_more(result, min(failed)) if failed and low is None else None
+        if again is not None:
+            return again  # find a decided pass first (at --rate-max too)
         if max(rates) >= settings.rate_max:
             result.stopped_because = (
                 f"every step passed up to --rate-max {settings.rate_max:g} req/s: the capacity is at least that "
@@ -44,12 +49,12 @@ def next_rate(result: CapacityResult) -> float | None:
                 else f"no step up to --rate-max {settings.rate_max:g} req/s was decided fail"
             )
             return None
-        failed = [s.rate_rps for s in judged if side(s) == FAIL]  # decided or by its verdict
         if not failed or low is not None:
             return min(max(rates) * 2, settings.rate_max)
-        return _once_more(result, min(failed)) or _way_down(result, min(rates))  # find a decided pass first
+        return _way_down(result, min(rates))
     if low is None:
-        return _once_more(result, high) or _way_down(result, min(rates))
+        again = _once_more(result, high)
+        return again if again is not None else _way_down(result, min(rates))
     if low >= high:
         result.stopped_because = f"{low:g} req/s was decided pass and {high:g} fail: the load changed during the search"
         return None
@@ -63,17 +68,19 @@ def next_rate(result: CapacityResult) -> float | None:
 
 
 def _once_more(result: CapacityResult, below: float) -> float | None:
-    """The highest rate below `below` whose step passed undecided in its one run (extension off, on
-    the way up) and has not been judged again since; None when there is none."""
-    steps = [s for s in result.steps if not s.probe]
+    """The highest rate below `below` whose step passed undecided without extension (`search` extends
+    a step once the steps before it include a pass and a fail, by decision or verdict) and has not been
+    judged again since; None when there is none."""
+    judged = result.judged
     again = [
         s.rate_rps
-        for i, s in enumerate(steps)
-        if s.rate_rps < below
+        for i, s in enumerate(judged)
+        if not s.probe
+        and s.rate_rps < below
         and s.decision == UNDECIDED
         and s.verdict == Verdict.PASS
-        and s.attempts == 1
-        and all(later.rate_rps != s.rate_rps for later in steps[i + 1 :])
+        and not {PASS, FAIL} <= {side(t) for t in judged[:i]}
+        and all(later.rate_rps != s.rate_rps for later in judged[i + 1 :])
     ]
     return max(again, default=None)
 

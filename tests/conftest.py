@@ -59,6 +59,18 @@ class LocustRun:
         return json.loads((self.report_dir / "slo-report.json").read_text())
 
 
+def server_log(log: Path, rows: int, timeout_s: float = 10) -> list[dict[str, Any]]:
+    """The fault server's log (launch/fault_server.py) once it holds `rows` rows, or as it stands after
+    `timeout_s`: it writes a request's row when it is done with it, which may be after the client is
+    (the last bytes of a stream, a stall's end, a handshake the client refused)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        if len(found) >= rows or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 def run_locust(
     host: str,
     report_dir: Path,

@@ -213,18 +213,17 @@ class WorkloadOptions:
         )
 
 
-# Per environment: this run's options, with the parsed options they were read from (held, so that
-# another environment that reuses a dead one's id cannot take them for its own).
-_options: dict[int, tuple[Any, WorkloadOptions]] = {}
+# Per environment (gone with it): this run's options, with the parsed options they were read from.
+_options: weakref.WeakKeyDictionary[Any, tuple[Any, WorkloadOptions]] = weakref.WeakKeyDictionary()
 
 
 def workload_options(environment: Any) -> WorkloadOptions:
     """This run's workload options (read at `init`, again at each run's first use: the web UI
     form and a master's spawn message may change them between runs); ValueError for a bad one."""
     opts = settings.parsed(environment)
-    cached = _options.get(id(environment))
+    cached = _options.get(environment)
     if cached is None or cached[0] is not opts:
-        cached = _options[id(environment)] = (opts, WorkloadOptions.from_parsed(opts))
+        cached = _options[environment] = (opts, WorkloadOptions.from_parsed(opts))
     return cached[1]
 
 
@@ -232,7 +231,7 @@ def workload_options(environment: Any) -> WorkloadOptions:
 def _check_options(environment: Any, **_: Any) -> None:
     """Bad workload options, or an SLO on a tag this workload cannot produce: one line and exit 2
     (with an error report), before any load."""
-    _options.pop(id(environment), None)
+    _options.pop(environment, None)
     if settings.parsed(environment) is None:
         return
     try:
@@ -287,7 +286,7 @@ def _available_tags(options: WorkloadOptions, environment: Any) -> tuple[list[st
 def _choose_prompt_nonce(environment: Any, **_: Any) -> None:
     """One nonce per run, chosen where the run starts (locally or on the master, which passes its
     options to the workers with the spawn message); the run's options are read again at first use."""
-    _options.pop(id(environment), None)
+    _options.pop(environment, None)
     if settings.parsed(environment) is not None and not isinstance(environment.runner, WorkerRunner):
         nonce = settings.carried(environment, "prompt_nonce", "") or secrets.token_hex(6)
         settings.carry(environment, "run_prompt_nonce", nonce)
@@ -297,7 +296,7 @@ def _choose_prompt_nonce(environment: Any, **_: Any) -> None:
 def _forget_options(environment: Any, **_: Any) -> None:
     """The next run (web UI) reads the form's options, even where it needs them before its test_start
     (a load shape's first tick)."""
-    _options.pop(id(environment), None)
+    _options.pop(environment, None)
 
 
 _lock = gevent.lock.Semaphore()

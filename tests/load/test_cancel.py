@@ -2,11 +2,8 @@
 server that lets go of them (or does not) after the run."""
 
 import itertools
-import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import slogate.locustfiles.load.options  # noqa: F401  (registers the workload options)
@@ -24,6 +21,7 @@ from slogate.slo.plugin.cancel_drain import let_go
 from slogate.slo.plugin.listener import RECORD_KEY
 from slogate.slo.plugin.scraper import fetch
 
+from tests.conftest import server_log
 from tests.load.test_users import USERS, Harness
 
 
@@ -41,16 +39,6 @@ def running(url: str) -> float:
     return fetch(url)["vllm:num_requests_running"]
 
 
-def logged(log: Path, rows: int, within_s: float = 5.0) -> list[dict[str, Any]]:
-    """The server's log once it holds `rows` rows (it writes one as it is done with a request)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        lines = log.read_text().splitlines() if log.exists() else []
-        if len(lines) >= rows or time.monotonic() > deadline:
-            return [json.loads(line) for line in lines]
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("user_class", USERS)
 def test_a_request_that_hangs_up_after_n_tokens_is_cancelled_and_the_server_sees_it_leave(
     metrics_server: tuple[str, Path], user_class: type
@@ -63,7 +51,7 @@ def test_a_request_that_hangs_up_after_n_tokens_is_cancelled_and_the_server_sees
         assert rec.ttft_us is not None and rec.completion_tokens == 3
         assert rec.e2e_us < 1_000_000  # 3 tokens, not the 2 s the whole answer takes
     # The connection was closed, not just left unread: the server saw the client leave mid-answer.
-    rows = logged(log, 2)
+    rows = server_log(log, 2)
     assert [row["outcome"] for row in rows] == ["cancelled", "cancelled"], rows
     assert running(url) == 0  # and it let go
     # Not failures in Locust's table either: a CANCELLED row of their own (slo/plugin/listener.py).
@@ -88,7 +76,7 @@ def test_a_request_that_hangs_up_after_t_ms_keeps_its_ttft_and_the_user_goes_on(
     early = h2.call(2)
     assert [r.error_kind for r in early] == [ErrorKind.CANCELLED] * 2
     assert all(r.ttft_us is None and r.e2e_us < 600_000 for r in early)
-    assert logged(log, 3)[0]["outcome"] == "cancelled"
+    assert server_log(log, 3)[0]["outcome"] == "cancelled"
 
 
 def test_the_seed_picks_the_requests_that_hang_up_and_leaves_the_prompts_alone(
@@ -172,7 +160,7 @@ def test_an_sdk_user_hangs_up_with_the_stream_s_close(metrics_server: tuple[str,
     url, log = metrics_server
     h = Harness(OpenAIChatUser, url, "tokens=200,itl_ms=10", "--cancel-fraction", "1", "--cancel-after-tokens", "1")
     assert h.call(1)[-1].error_kind == ErrorKind.CANCELLED
-    assert logged(log, 1)[0]["outcome"] == "cancelled"
+    assert server_log(log, 1)[0]["outcome"] == "cancelled"
 
 
 @pytest.mark.vllm

@@ -6,7 +6,6 @@ rather than of one request, has its own runs: tests/load/test_faults_tls.py.)"""
 import concurrent.futures
 import itertools
 import json
-import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -16,6 +15,7 @@ from slogate.launch import fault_server as fault
 from slogate.locustfiles.load.endpoints import ENDPOINTS
 from slogate.slo.gate.record import ErrorKind
 
+from tests.conftest import server_log
 from tests.stream_client import stream
 
 # What the server injected -> how the client must count it (None: a success).
@@ -52,17 +52,6 @@ def test_every_fault_kind_is_named_and_expected() -> None:
     assert expected == server_made  # every kind a server can cause
 
 
-def server_rows(log: Path, expected: int, timeout_s: float = 10) -> list[dict]:
-    """The server's log once it has `expected` rows: a stalled request is logged when the stall
-    ends, after the client has given up on it."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        if len(rows) >= expected or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.1)
-
-
 @pytest.mark.parametrize("endpoint", sorted(ENDPOINTS))
 def test_one_run_with_every_fault_accounts_for_every_request_by_kind(own_fault_server, locust_run, endpoint) -> None:
     url, log = own_fault_server
@@ -77,7 +66,7 @@ def test_one_run_with_every_fault_accounts_for_every_request_by_kind(own_fault_s
     # --stop-timeout lets every request in flight at the end finish (each ends within the 1 s
     # timeout): none is unfinished, none dropped, so the server's log has each of them.
     assert total["unfinished"] == 0 and total["dropped"] == 0
-    rows = server_rows(log, total["requests"])
+    rows = server_log(log, total["requests"])
     injected = Counter(row["fault"] or "ok" for row in rows)
     assert len(rows) == total["requests"], (injected, total)
     assert set(injected) == set(fault.MIX_ALL) and min(injected.values()) >= 2, injected  # each at least twice
@@ -131,7 +120,7 @@ def test_slots_serve_at_most_that_many_streams_at_once(tmp_path: Path) -> None:
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
             answers = list(pool.map(post, range(3)))
         assert all(a.rstrip().endswith(b"data: [DONE]") for a in answers)
-        firsts = sorted(r["first_content_at"] for r in server_rows(log, 3))
+        firsts = sorted(r["first_content_at"] for r in server_log(log, 3))
         assert all(later - earlier >= 0.15 for earlier, later in itertools.pairwise(firsts))
     finally:
         proc.terminate()
@@ -158,7 +147,7 @@ def test_every_fault_on_each_endpoint_is_counted_by_kind(name: str, tmp_path: Pa
         for i in range(len(PARSER_FAULTS)):
             messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"request {i}"}]
             sent.append(stream(url, endpoint, model, messages, timeout_s=1.0))
-        rows = server_rows(log, len(PARSER_FAULTS))
+        rows = server_log(log, len(PARSER_FAULTS))
     finally:
         proc.terminate()
         proc.wait()

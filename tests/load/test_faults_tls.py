@@ -6,10 +6,8 @@ against that CA; a CA file that cannot be read is a usage error before any load.
 The certificates are a throwaway CA and a server certificate it signed (for 127.0.0.1), made with
 the `openssl` command line (the `cryptography` package is not a dependency)."""
 
-import json
 import shutil
 import subprocess
-import time
 import urllib.error
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ from slogate.slo.gate.record import ErrorKind
 from slogate.slo.plugin import target
 from slogate.slo.plugin.scraper import Scraper, fetch
 
+from tests.conftest import server_log
 from tests.load.test_users import USERS, Harness
 
 
@@ -56,17 +55,6 @@ def tls_server(certificates: dict[str, Path], tmp_path: Path) -> Iterator[tuple[
     proc.wait(timeout=10)
 
 
-def rows(log: Path, at_least: int, timeout_s: float = 10) -> list[dict]:
-    """The server's log once it has `at_least` rows (the server logs a refused handshake after the
-    client has moved on)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        if len(found) >= at_least or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
-
-
 @pytest.fixture(autouse=True)
 def _system_cas_after() -> Iterator[None]:
     yield
@@ -77,13 +65,13 @@ def _system_cas_after() -> Iterator[None]:
 def test_an_untrusted_certificate_is_one_tls_failure_per_request(tls_server, user_class: type) -> None:
     url, log = tls_server
     h = Harness(user_class, url, "tokens=2")  # its /tokenize calibration (best effort) meets the certificate too
-    calibration = rows(log, 1)
+    calibration = server_log(log, 1)
     records = h.call(3)
     assert [r.error_kind for r in records] == [ErrorKind.TLS] * 3
     for r in records:
         assert r.error_message.startswith("TLS: the target's certificate does not verify (")
         assert "--ca-bundle FILE" in r.error_message and "\n" not in r.error_message
-    refused = rows(log, len(calibration) + 3)
+    refused = server_log(log, len(calibration) + 3)
     assert [r["fault"] for r in refused] == ["tls"] * (len(calibration) + 3)
 
 
@@ -92,7 +80,7 @@ def test_ca_bundle_makes_each_user_verify_the_certificate(tls_server, certificat
     url, log = tls_server
     records = Harness(user_class, url, "tokens=2", "--ca-bundle", str(certificates["ca"])).call(3)
     assert [r.error_kind for r in records] == [None] * 3
-    assert Counter(r["outcome"] for r in rows(log, 3)) == {"ok": 3}  # not one handshake refused
+    assert Counter(r["outcome"] for r in server_log(log, 3)) == {"ok": 3}  # not one handshake refused
 
 
 def test_ca_bundle_makes_discovery_tokenize_and_metrics_verify(tls_server, certificates) -> None:
@@ -130,7 +118,7 @@ def test_a_run_without_the_ca_counts_every_request_as_tls_exactly(tls_server, lo
     assert total["unfinished"] == 0, total  # --stop-timeout: the handshakes in flight at the end end too
     assert total["requests"] > 0 and total["errors_by_kind"] == {"tls": total["requests"]}, run.stderr[-2000:]
     # Every handshake the server saw refused: each request's, and the one /tokenize calibration's.
-    refused = rows(log, total["requests"] + 1)
+    refused = server_log(log, total["requests"] + 1)
     assert [r["fault"] for r in refused] == ["tls"] * (total["requests"] + 1)
 
 
@@ -149,7 +137,7 @@ def test_a_run_with_the_ca_bundle_verifies_everywhere(tls_server, certificates, 
     total = report["metrics"]["all"]
     assert total["requests"] > 0 and total["failures"] == 0 and report["run"]["model"] == "default"
     assert report["server"]["available"], report["server"]  # /metrics scraped over TLS
-    assert Counter(r["outcome"] for r in rows(log, total["requests"])) == {"ok": total["requests"]}
+    assert Counter(r["outcome"] for r in server_log(log, total["requests"])) == {"ok": total["requests"]}
 
 
 def test_a_run_that_cannot_discover_the_model_stops_at_once_with_one_tls_line(tls_server, locust_run) -> None:

@@ -21,6 +21,7 @@ from slogate.slo.gate.verdict import Verdict
 from slogate.slo.outputs.prometheus import exposition
 from slogate.slo.plugin import web_ui
 
+from tests.conftest import server_log
 from tests.load.test_users import USERS, Harness
 
 
@@ -233,7 +234,7 @@ def test_both_users_send_the_images_as_image_url_parts(body_server: tuple[str, P
     harness = Harness(user_class, url, "tokens=2", "--images", "1-3", "--image-size", "32x24")
     records = harness.call(4)
     assert all(r.ok for r in records), [r.error_message for r in records]
-    bodies = [json.loads(line)["body"] for line in log.read_text().splitlines()[before:]]
+    bodies = [row["body"] for row in server_log(log, before + 4)[before:]]  # a row is written after the answer
     assert len(bodies) == 4
     for record, body in zip(records, bodies, strict=True):
         urls = image_urls(body["messages"][-1])
