@@ -99,9 +99,17 @@ def test_a_rerun_reads_the_forms_new_values(tmp_path: Path) -> None:
     assert gate.warmup_s == 0.0 and gate.reports.report_dir == str(tmp_path / "b")
 
 
+class Environment:
+    """A Locust Environment's stand-in: its attributes, hashed by identity and weakly referenced as a
+    real one is (the load library keeps each environment's options in a WeakKeyDictionary)."""
+
+    def __init__(self, **attributes: object) -> None:
+        self.__dict__.update(attributes)
+
+
 def test_a_workload_option_is_read_again_for_each_run() -> None:
     opts = parse("--arrival-rate", "2")
-    env = SimpleNamespace(parsed_options=opts, runner=None, host="http://h:1")
+    env = Environment(parsed_options=opts, runner=None, host="http://h:1")
     assert options.workload_options(env).arrivals.rate == 2.0
     opts.arrival_rate = 5.0  # the form, between runs
     assert options.workload_options(env).arrivals.rate == 2.0  # not within a run
