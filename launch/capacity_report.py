@@ -86,9 +86,7 @@ def plot_capacity(result: CapacityResult, out: Path, title: str = "") -> Path | 
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    steps = sorted(
-        {s.rate_rps: s for s in result.judged}.values(), key=lambda s: s.rate_rps
-    )  # a rate judged again: its later step
+    steps = result.latest_steps
     fig, ax = plt.subplots(figsize=(8, 4.5))
     classes = list(dict.fromkeys(cls for s in steps for cls in s.ttft_p95_ms))
     for cls in classes:

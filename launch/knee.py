@@ -167,9 +167,13 @@ class CapacityResult:
         """The steps the capacity and the interval come from: all but the probes not decided fail."""
         return [s for s in self.steps if not s.probe or s.decision == FAIL]
 
+    @property
+    def latest_steps(self) -> list[Step]:
+        """`judged`, one step per rate (a rate judged again, launch/knee_next.py: its later step), by rate."""
+        return sorted({s.rate_rps: s for s in self.judged}.values(), key=lambda s: s.rate_rps)
+
     def _rates(self, verdict: str) -> list[float]:
-        latest = {s.rate_rps: s for s in self.judged}  # a rate judged again (launch/knee_next.py): its later step
-        return [rate for rate, s in latest.items() if s.verdict == verdict]
+        return [s.rate_rps for s in self.latest_steps if s.verdict == verdict]
 
     @property
     def rate_unit(self) -> str:

@@ -131,12 +131,6 @@ def batch_length_of(over: Sequence[int], totals: Sequence[int]) -> float:
     return max(1.0, SAFETY * request_correlation(over, totals))
 
 
-def batch_requests(runs: Sequence[MetricsStore], o: Objective) -> tuple[float, int, int]:
-    """(k, requests over the target, requests) of `runs` at one rate: k the batch length in requests."""
-    over, totals = pooled_counts(runs, o)
-    return batch_length_of(over, totals), sum(over), sum(totals)
-
-
 def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float) -> str:
     """pass, fail or undecided: `o` on the per-request bounds with n/k samples and x/k exceedances; for
     a pass, with an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval."""

@@ -5,14 +5,21 @@ early stop (`--slo-correlated-requests`)."""
 import numpy as np
 import pytest
 from slogate.slo.gate import correlation
-from slogate.slo.gate.correlation import batch_requests, batchable, integrated_autocorrelation_time
+from slogate.slo.gate.correlation import batch_length_of, batchable, integrated_autocorrelation_time, pooled_counts
 from slogate.slo.gate.early_stop import look
 from slogate.slo.gate.intervals import ClassInterval
 from slogate.slo.gate.metrics import MetricsStore
+from slogate.slo.gate.objective_kinds import Objective
 from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.spec import parse_spec
 
 SPEC = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}]})
+
+
+def batch_requests(runs: list[MetricsStore], o: Objective) -> tuple[float, int, int]:
+    """(k, requests over the target, requests) of `runs` at one rate, as decide_adaptive counts them."""
+    over, totals = pooled_counts(runs, o)
+    return batch_length_of(over, totals), sum(over), sum(totals)
 
 
 def per_second(ttfts_ms: list[float], per_s: int = 10, request_class: str = "shared") -> MetricsStore:
