@@ -36,11 +36,13 @@ if command -v chromedriver >/dev/null 2>&1; then export SLOGATE_REQUIRE_BROWSER=
 if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
   export SLOGATE_REQUIRE_PROMETHEUS=1
 fi
-# The tests that only wait (on Locust runs against the fault server, on subprocesses) run on
-# parallel workers (pytest-xdist); those on the real vLLM CPU server (marked `vllm`: the server
-# computes on every core) and those that measure the machine too (`alone`: tests/conftest.py) then
-# run in one process, one after another. SLOGATE_TEST_WORKERS=0 runs everything serially.
-workers="${SLOGATE_TEST_WORKERS:-3}"
+# Two phases. The first runs on parallel workers (pytest-xdist) the tests that only wait (on Locust
+# runs against the fault server, on subprocesses; their Locust runs forked from a process that has
+# imported Locust and slogate: tests/locust_fork.py), and on one of those workers, one at a time,
+# those that time the machine too (`serial`: tests/conftest.py). The second runs those on the real
+# vLLM CPU server (`vllm`: the server computes on every core), one after another.
+# SLOGATE_TEST_WORKERS=0 runs everything in one process.
+workers="${SLOGATE_TEST_WORKERS:-4}"
 if [ "$workers" = 0 ]; then
   exec .venv/bin/python -m pytest --durations=15 "$@"
 fi
@@ -65,7 +67,7 @@ phase() {  # a pytest run: a failure is kept for the end; an interruption or usa
     *) exit "$code" ;;
   esac
 }
-phase -n "$workers" --dist loadgroup -m "not vllm and not alone" "$@"
-phase -m "vllm or alone" "$@"
+phase -n "$workers" --dist loadgroup -m "not vllm" "$@"
+phase -m vllm "$@"
 [ "$selected" = 1 ] || exit 5
 exit "$status"

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -71,6 +71,17 @@ def server_log(log: Path, rows: int, timeout_s: float = 10) -> list[dict[str, An
         time.sleep(0.05)
 
 
+def own_master_port(args: Sequence[str]) -> list[str]:
+    """The options that give a run of `--processes` a master port of its own, not Locust's fixed 5557:
+    runs of parallel tests overlap."""
+    from slogate.launch.server import free_port
+
+    if "--processes" not in args or "--master-bind-port" in args:
+        return []
+    port = str(free_port())
+    return ["--master-bind-port", port, "--master-port", port]
+
+
 def run_locust(
     host: str,
     report_dir: Path,
@@ -79,19 +90,17 @@ def run_locust(
     timeout: float = 180,
     env: dict | None = None,
 ) -> LocustRun:
-    """A headless Locust run in a subprocess; `args` are more Locust and workload options.
+    """A headless Locust run in a subprocess (forked from a process that has imported Locust and
+    slogate: tests/locust_fork.py); `args` are more Locust and workload options.
 
     It ends when the Locust process does: output goes to files, not pipes, which the workers of
     `--processes` can hold open long after (with `--stop-timeout` they wait 60 s for the gone
     master's heartbeat); whatever is left of its process group then is killed.
     """
-    from slogate.launch.server import free_port
+    from tests.locust_fork import forked
 
-    extra = ["--only-summary", "--loglevel", "WARNING", *args]
-    if "--processes" in args and "--master-bind-port" not in args:  # not Locust's fixed 5557: runs may overlap
-        port = str(free_port())
-        extra += ["--master-bind-port", port, "--master-port", port]
-    argv = locust_argv(host, locustfile=locustfile, report_dir=report_dir, extra=extra)
+    extra = ["--only-summary", "--loglevel", "WARNING", *args, *own_master_port(args)]
+    argv = forked(locust_argv(host, locustfile=locustfile, report_dir=report_dir, extra=extra))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
             argv,
@@ -203,9 +212,10 @@ def vllm_server(vllm_session: SessionVllm) -> str:
 
 # Tests that measure the machine as much as what they test: the load generator's self-check (an
 # event-loop lag over 10 ms makes a run inconclusive) and runs of several processes or of the OpenAI
-# SDK's users, whose start takes a core-second each, timed to the second. Beside other tests on two
-# cores they fail for want of a core; scripts/test.sh runs them, with the `vllm` ones, one at a time.
-ALONE = (
+# SDK's users, timed to the second. Two of them at once on two cores fail for want of a core;
+# scripts/test.sh runs them one at a time, on one of its parallel workers (their Locust runs forked:
+# tests/locust_fork.py, so that the tests beside them leave them the CPU).
+SERIAL = (
     "tests/e2e/test_docs.py::test_runnable_examples_run_against_the_fault_server",
     "tests/plugin/test_early_stop.py::test_a_120_s_gate_ends_as_soon_as_its_verdict_is_certain",
     "tests/plugin/test_journal.py::test_a_killed_run_leaves_a_journal_that_slogate_judge_judges",
@@ -228,11 +238,14 @@ ALONE = (
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests on the real vLLM CPU server are marked `vllm` (those that take the session's
     server too) and, under pytest-xdist's `--dist loadgroup`, run on one worker, one after another:
-    one server start, and no two of them loading the machine's CPU at once. ALONE's are marked `alone`."""
+    one server start, and no two of them loading the machine's CPU at once. SERIAL's are marked `serial`
+    and share one worker (scripts/test.sh runs the `vllm` ones in a phase of their own)."""
     for item in items:
         if "vllm_session" in item.fixturenames and not item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.vllm)
         if item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.xdist_group("vllm"))
-        if item.nodeid.startswith(ALONE):
-            item.add_marker(pytest.mark.alone)
+        if item.nodeid.startswith(SERIAL):
+            item.add_marker(pytest.mark.serial)
+        if item.get_closest_marker("serial") and not item.get_closest_marker("vllm"):
+            item.add_marker(pytest.mark.xdist_group("serial"))

@@ -133,16 +133,16 @@ def test_the_layout_page_is_the_tree() -> None:
         assert not missing, f"docs/layout.md names {missing} under {folder}/, which has none"
 
 
-def test_every_test_conftest_runs_alone_exists() -> None:
-    """tests/conftest.py's ALONE names tests by node-id prefix: one renamed away would silently run
-    beside others again (and fail for want of a core)."""
-    from tests.conftest import ALONE
+def test_every_test_conftest_runs_one_at_a_time_exists() -> None:
+    """tests/conftest.py's SERIAL names tests by node-id prefix: one renamed away would silently run
+    beside others of them again (and fail for want of a core)."""
+    from tests.conftest import SERIAL
 
-    for prefix in ALONE:
+    for prefix in SERIAL:
         path, _, name = prefix.partition("::")
         source = (ROOT / path).read_text()
         name = name.split("[")[0]  # one parametrization of a test: its id follows the name
-        assert not name or f"def {name}" in source, f"ALONE names {prefix}, which is no test"
+        assert not name or f"def {name}" in source, f"SERIAL names {prefix}, which is no test"
 
 
 @pytest.mark.parametrize(

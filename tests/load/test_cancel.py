@@ -64,13 +64,15 @@ def test_a_request_that_hangs_up_after_t_ms_keeps_its_ttft_and_the_user_goes_on(
     metrics_server: tuple[str, Path], user_class: type
 ) -> None:
     url, log = metrics_server
+    # T leaves the first token (30 ms) time to come on a busy machine, where the SDK's first request
+    # (its client and models built) is slow; a first token after T is the other case, tested below.
     h = Harness(
-        user_class, url, "ttft_ms=30,tokens=100,itl_ms=20", "--cancel-fraction", "1", "--cancel-after-ms", "150"
+        user_class, url, "ttft_ms=30,tokens=100,itl_ms=20", "--cancel-fraction", "1", "--cancel-after-ms", "500"
     )
     rec = h.call(1)[-1]
     assert rec.error_kind == ErrorKind.CANCELLED, rec.error_message
-    assert 30_000 <= rec.ttft_us < 150_000
-    assert 120_000 <= rec.e2e_us < 600_000  # T from the start of the request (the SDK sends a few ms later)
+    assert 30_000 <= rec.ttft_us < 500_000
+    assert 470_000 <= rec.e2e_us < 1_200_000  # T from the start of the request (the SDK sends a few ms later)
     # Before the first token: cancelled without a TTFT. The user's connection pool is whole again.
     h2 = Harness(user_class, url, "ttft_ms=1000,tokens=2", "--cancel-fraction", "1", "--cancel-after-ms", "100")
     early = h2.call(2)

@@ -29,6 +29,8 @@ from slogate.slo.gate.report import RunInfo
 from slogate.slo.gate.spec import parse_spec
 from slogate.slo.rejudge import judge_file
 
+from tests.conftest import own_master_port
+
 STARTED = 1_764_662_400.0
 SLO = "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n"
 
@@ -128,7 +130,7 @@ def gated_run(url: str, tmp_path: Path, *extra: str) -> tuple[list[str], Path]:
     """The Locust command of a 60 s run gated on `SLO` against the fault server, and its report directory."""
     (tmp_path / "slo.yaml").write_text(SLO)
     report_dir = tmp_path / "report"
-    extra = ("-u", "2", "-r", "2", "-t", "60s", "--shared-prefix-tokens", "20", *extra)
+    extra = ("-u", "2", "-r", "2", "-t", "60s", "--shared-prefix-tokens", "20", *extra, *own_master_port(extra))
     return locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=list(extra)), report_dir
 
 
@@ -162,12 +164,15 @@ def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_serve
     argv, report_dir = gated_run(
         url, tmp_path, "--model", "ttft_ms=20,tokens=2,itl_ms=5", "--slo-interval-s", "2", *workers
     )
-    proc = subprocess.Popen(
-        argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    output = tmp_path / "locust.log"
+    with output.open("wb") as out:
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=out, stderr=out, start_new_session=True)
     try:
         while proc.poll() is None and journal_span_s(report_dir) < 8:
             time.sleep(0.2)  # polling the journal: the kill comes once it covers 8 s (about 10 s into the run)
+        assert proc.poll() is None, (
+            f"the run ended before the kill (exit {proc.returncode}): {output.read_text()[-3000:]}"
+        )
         os.kill(proc.pid, signal.SIGKILL)  # the master (or the only process), as the OOM killer would
         proc.wait(timeout=10)
     finally:
