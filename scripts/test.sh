@@ -39,8 +39,9 @@ fi
 # Two phases. The first runs on parallel workers (pytest-xdist) the tests that only wait (on Locust
 # runs against the fault server, on subprocesses; their Locust runs forked from a process that has
 # imported Locust and slogate: tests/locust_fork.py), and on one of those workers, one at a time,
-# those that time the machine too (`serial`: tests/conftest.py). The second runs those on the real
-# vLLM CPU server (`vllm`: the server computes on every core), one after another.
+# those that time the machine too (`serial`: tests/conftest.py). The second runs, one after another,
+# those on the real vLLM CPU server (`vllm`: the server computes on every core) and the few that
+# time the machine to tens of milliseconds (`alone`).
 # SLOGATE_TEST_WORKERS=0 runs everything in one process.
 workers="${SLOGATE_TEST_WORKERS:-4}"
 if [ "$workers" = 0 ]; then
@@ -67,7 +68,7 @@ phase() {  # a pytest run: a failure is kept for the end; an interruption or usa
     *) exit "$code" ;;
   esac
 }
-phase -n "$workers" --dist loadgroup -m "not vllm" "$@"
-phase -m vllm "$@"
+phase -n "$workers" --dist loadgroup -m "not vllm and not alone" "$@"
+phase -m "vllm or alone" "$@"
 [ "$selected" = 1 ] || exit 5
 exit "$status"

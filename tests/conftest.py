@@ -224,8 +224,13 @@ SERIAL = (
     "tests/plugin/test_credentials.py::test_headless_run_authenticates_every_call_and_leaks_nothing",
     "tests/load/test_conversations.py::test_open_loop_conversations_and_per_tag_reports",
     "tests/load/test_open_loop.py::test_a_starved_generator_is_inconclusive_not_a_server_failure",
-    "tests/load/test_trace_replay.py::test_workers_each_send_their_share_and_the_master_merges_all",
     "tests/plugin/test_early_stop.py::test_an_slo_only_the_end_can_judge_keeps_the_run_to_its_run_time",
+)
+# Tests that time the machine to tens of milliseconds: beside any other test they fail for want of a
+# core; scripts/test.sh runs them with the `vllm` ones, one at a time, nothing beside them.
+ALONE = (
+    # Two processes pace a trace to 20 ms (median): beside a fresh CI machine's tests, 46 ms.
+    "tests/load/test_trace_replay.py::test_workers_each_send_their_share_and_the_master_merges_all",
     # Two worker processes must ship two 1 s intervals in a 4 s run: beside other workers they spawned late.
     "tests/gate/test_intervals.py::test_processes_ship_their_intervals_to_the_master",
     # A 3 s run 80x over its target: beside other workers its event loop stalled 200+ ms (p99), a client delay
@@ -239,7 +244,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The tests on the real vLLM CPU server are marked `vllm` (those that take the session's
     server too) and, under pytest-xdist's `--dist loadgroup`, run on one worker, one after another:
     one server start, and no two of them loading the machine's CPU at once. SERIAL's are marked `serial`
-    and share one worker (scripts/test.sh runs the `vllm` ones in a phase of their own)."""
+    and share one worker; ALONE's are marked `alone` (scripts/test.sh runs them and the `vllm` ones in a
+    phase of their own)."""
     for item in items:
         if "vllm_session" in item.fixturenames and not item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.vllm)
@@ -247,5 +253,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("vllm"))
         if item.nodeid.startswith(SERIAL):
             item.add_marker(pytest.mark.serial)
-        if item.get_closest_marker("serial") and not item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.xdist_group("serial"))
+        if item.nodeid.startswith(ALONE):
+            item.add_marker(pytest.mark.alone)

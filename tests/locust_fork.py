@@ -81,8 +81,13 @@ def client(socket_path: str, args: list[str]) -> None:
     sock.sendmsg([_HEADER.pack(len(request)) + request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
     reader = sock.makefile("rb")
     child = int(reader.readline())
+
+    def pass_on(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):  # the child ended meanwhile: its status follows
+            os.kill(child, signum)
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
+        signal.signal(sig, pass_on)
     line = reader.readline()
     if not line:  # the fork server is gone
         sys.exit(70)
@@ -184,10 +189,12 @@ class _ForkServer:
         """Tell each client whose child ended its wait status, once the child's group is killed
         (what the run left running, as run_locust kills a run's group)."""
         while self.children:
-            pid, status = self._waitpid(-1, os.WNOHANG)
-            if pid == 0:
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if ended is None:
                 return
-            _kill_group(pid)
+            pid = ended.si_pid
+            _kill_group(pid)  # before the reap: until then no other process can have its pid
+            _, status = self._waitpid(pid, 0)
             conn = self.children.pop(pid)
             if self.clients.pop(conn, None) is not None:
                 with contextlib.suppress(OSError):

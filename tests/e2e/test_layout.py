@@ -134,15 +134,15 @@ def test_the_layout_page_is_the_tree() -> None:
 
 
 def test_every_test_conftest_runs_one_at_a_time_exists() -> None:
-    """tests/conftest.py's SERIAL names tests by node-id prefix: one renamed away would silently run
-    beside others of them again (and fail for want of a core)."""
-    from tests.conftest import SERIAL
+    """tests/conftest.py's SERIAL and ALONE name tests by node-id prefix: one renamed away would
+    silently run beside others again (and fail for want of a core)."""
+    from tests.conftest import ALONE, SERIAL
 
-    for prefix in SERIAL:
+    for prefix in SERIAL + ALONE:
         path, _, name = prefix.partition("::")
         source = (ROOT / path).read_text()
         name = name.split("[")[0]  # one parametrization of a test: its id follows the name
-        assert not name or f"def {name}" in source, f"SERIAL names {prefix}, which is no test"
+        assert not name or f"def {name}" in source, f"SERIAL or ALONE names {prefix}, which is no test"
 
 
 @pytest.mark.parametrize(

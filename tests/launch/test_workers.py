@@ -105,7 +105,7 @@ def start_workers(port: int, n: int, out: Path) -> list[subprocess.Popen[bytes]]
     ]
 
 
-@pytest.mark.serial  # two steps timed to 5 % of their rate: no other such test beside them
+@pytest.mark.alone  # two steps timed to 5 % of their rate: nothing beside them
 def test_two_steps_over_two_workers_started_elsewhere_send_the_rate_exactly(
     own_fault_server: tuple[str, Path], tmp_path: Path
 ) -> None:
