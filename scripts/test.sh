@@ -38,15 +38,24 @@ if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1;
 fi
 # Two phases. The first runs on parallel workers (pytest-xdist) the tests that only wait (on Locust
 # runs against the fault server, on subprocesses; their Locust runs forked from a process that has
-# imported Locust and slogate: tests/locust_fork.py), and on one of those workers, one at a time,
-# those that time the machine too (`serial`: tests/conftest.py). The second runs, one after another,
-# those on the real vLLM CPU server (`vllm`: the server computes on every core) and the few that
-# time the machine to tens of milliseconds (`alone`).
-# SLOGATE_TEST_WORKERS=0 runs everything in one process.
+# imported Locust and slogate: tests/locust_fork.py), and beside them, in a pytest process of its
+# own, one at a time, those that time the machine too (`serial`: tests/conftest.py). The second runs,
+# one after another, those on the real vLLM CPU server (`vllm`: the server computes on every core)
+# and the few that time the machine to tens of milliseconds (`alone`). A `-m EXPR` given here
+# narrows each phase's own. SLOGATE_TEST_WORKERS=0 runs everything in one process.
 workers="${SLOGATE_TEST_WORKERS:-4}"
 if [ "$workers" = 0 ]; then
   exec .venv/bin/python -m pytest --durations=15 "$@"
 fi
+user_marks="" args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -m) user_marks="${2-}"; shift $(($# > 1 ? 2 : 1)) ;;
+    -m?*) user_marks="${1#-m}"; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+marks() { if [ -n "$user_marks" ]; then echo "($1) and ($user_marks)"; else echo "$1"; fi; }
 # The vLLM CPU servers of the second phase (the session's, the vision model's) start now, in the
 # background, one after the other (tests/session_vllm.py), niced so that the first phase's timed
 # tests keep the CPU: those tests wait more than they compute, and an idle server costs no CPU; the
@@ -55,20 +64,35 @@ vllm_state="$PWD/.venv/test-vllm.json"
 rm -f "${vllm_state%.json}".*json
 nice -n 10 .venv/bin/python -m tests.session_vllm "$vllm_state" >.venv/test-vllm.log 2>&1 &
 vllm_holder=$!
-trap 'kill "$vllm_holder" 2>/dev/null || true; wait "$vllm_holder" 2>/dev/null || true; rm -f "${vllm_state%.json}".*json' EXIT
+serial_pid=
+trap 'kill "$vllm_holder" ${serial_pid:+"$serial_pid"} 2>/dev/null || true; wait "$vllm_holder" 2>/dev/null || true; rm -f "${vllm_state%.json}".*json' EXIT
 export SLOGATE_TEST_VLLM_STATE="$vllm_state" SLOGATE_TEST_VLLM_HOLDER="$vllm_holder"
 status=0 selected=0
-phase() {  # a pytest run: a failure is kept for the end; an interruption or usage error ends the script
-  local code=0
-  .venv/bin/python -m pytest --durations=15 "$@" || code=$?
-  case "$code" in
+judged() {  # a pytest exit code: a failure is kept for the end; an interruption or usage error ends the script
+  case "$1" in
     0) selected=1 ;;
     1) selected=1 status=1 ;;
-    5) ;;  # no test selected in this phase (a path or -k given to this script)
-    *) exit "$code" ;;
+    5) ;;  # no test selected (a path, -k or -m given to this script)
+    *) exit "$1" ;;
   esac
 }
-phase -n "$workers" --dist loadgroup -m "not vllm and not alone" "$@"
-phase -m "vllm or alone" "$@"
+phase() {
+  local code=0
+  .venv/bin/python -m pytest --durations=15 "$@" ${args[@]+"${args[@]}"} || code=$?
+  judged "$code"
+}
+# (A pytest process, not an xdist group: pytest-xdist 3.8 does not group under pytest 9.2, pytest-xdist#1386.)
+serial_log=.venv/test-serial.log
+.venv/bin/python -m pytest --durations=15 -m "$(marks 'serial and not vllm and not alone')" \
+  ${args[@]+"${args[@]}"} >"$serial_log" 2>&1 &
+serial_pid=$!
+phase -n "$((workers > 1 ? workers - 1 : 1))" -m "$(marks 'not vllm and not alone and not serial')"
+serial_code=0
+wait "$serial_pid" || serial_code=$?
+serial_pid=
+echo "slogate: the serial tests, run one at a time beside those ($serial_log):"
+cat "$serial_log"
+judged "$serial_code"
+phase -m "$(marks 'vllm or alone')"
 [ "$selected" = 1 ] || exit 5
 exit "$status"

@@ -213,8 +213,8 @@ def vllm_server(vllm_session: SessionVllm) -> str:
 # Tests that measure the machine as much as what they test: the load generator's self-check (an
 # event-loop lag over 10 ms makes a run inconclusive) and runs of several processes or of the OpenAI
 # SDK's users, timed to the second. Two of them at once on two cores fail for want of a core;
-# scripts/test.sh runs them one at a time, on one of its parallel workers (their Locust runs forked:
-# tests/locust_fork.py, so that the tests beside them leave them the CPU).
+# scripts/test.sh runs them one at a time beside its parallel workers (whose Locust runs are forked:
+# tests/locust_fork.py, so that they leave them the CPU).
 SERIAL = (
     "tests/e2e/test_docs.py::test_runnable_examples_run_against_the_fault_server",
     "tests/plugin/test_early_stop.py::test_a_120_s_gate_ends_as_soon_as_its_verdict_is_certain",
@@ -239,20 +239,16 @@ ALONE = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by these marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests on the real vLLM CPU server are marked `vllm` (those that take the session's
-    server too) and, under pytest-xdist's `--dist loadgroup`, run on one worker, one after another:
-    one server start, and no two of them loading the machine's CPU at once. SERIAL's are marked `serial`
-    and share one worker; ALONE's are marked `alone` (scripts/test.sh runs them and the `vllm` ones in a
-    phase of their own)."""
+    server too), SERIAL's `serial`, ALONE's `alone`: scripts/test.sh runs the `serial` ones in a pytest
+    process of their own beside the parallel workers, then the `vllm` and `alone` ones one after
+    another, nothing beside them (one server start, no two of them loading the CPU at once)."""
     for item in items:
         if "vllm_session" in item.fixturenames and not item.get_closest_marker("vllm"):
             item.add_marker(pytest.mark.vllm)
-        if item.get_closest_marker("vllm"):
-            item.add_marker(pytest.mark.xdist_group("vllm"))
         if item.nodeid.startswith(SERIAL):
             item.add_marker(pytest.mark.serial)
-            item.add_marker(pytest.mark.xdist_group("serial"))
         if item.nodeid.startswith(ALONE):
             item.add_marker(pytest.mark.alone)

@@ -8,8 +8,10 @@ Python (`-S`, ~20 ms) that asks the fork server of its pytest process to fork a 
 environment and standard streams, a session of its own, the same interpreter exit. The client
 stands for the child: its exit status is the child's (or it dies of the child's signal), a signal
 sent to it is passed on, and when it dies the server kills the child's process group, as
-`run_locust` kills a Locust run's group. What the fork changes is only what was imported before
-the run's environment was set: slogate reads its environment when it runs, never at import.
+`run_locust` kills a Locust run's group. What the fork changes is what was set up before the run's
+environment was: slogate reads its environment when it runs, never at import, but the interpreter's
+own start-up variables (PYTHON*, the locale), gevent's and Locust's import-time ones (GEVENT_LOOP,
+LOCUST_SKIP_MONKEY_PATCH) and the hash seed are the pytest process's, the same for every run.
 
 The tests that check how a Locust process starts and stops (signals, journals, orphaned workers)
 run `python -m locust` themselves; `SLOGATE_TEST_FORK=0` turns the fork server off.
@@ -41,10 +43,21 @@ def forked(argv: list[str]) -> list[str]:
     if os.environ.get("SLOGATE_TEST_FORK") == "0":
         return argv
     assert argv[1:3] == ["-m", "locust"], argv
+    return [argv[0], "-S", __file__, "client", str(_started()["socket"]), *argv[3:]]
+
+
+def server_pid() -> int:
+    """This process's fork server's pid (benchmarks/forked_runs.py reads its children's CPU time)."""
+    return _started()["process"].pid
+
+
+def _started() -> dict:
     with _server_lock:
         if "socket" not in _server:
             _server.update(_start_server())
-    return [argv[0], "-S", __file__, "client", str(_server["socket"]), *argv[3:]]
+        elif _server["process"].poll() is not None:
+            raise RuntimeError(f"this process's Locust fork server exited ({_server['process'].returncode})")
+        return _server
 
 
 def _start_server() -> dict[str, object]:
@@ -80,7 +93,10 @@ def client(socket_path: str, args: list[str]) -> None:
     fds = array.array("i", _STREAMS)
     sock.sendmsg([_HEADER.pack(len(request)) + request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
     reader = sock.makefile("rb")
-    child = int(reader.readline())
+    line = reader.readline()
+    if not line:  # the fork server refused the request or is gone
+        sys.exit(70)
+    child = int(line)
 
     def pass_on(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):  # the child ended meanwhile: its status follows
@@ -107,13 +123,17 @@ def serve(socket_path: str) -> None:
     import slogate.slo.plugin  # noqa: F401
 
     request = _ForkServer(socket_path).run()
-    if request is not None:
+    if request is None:
+        os.unlink(socket_path)
+        os.rmdir(os.path.dirname(socket_path))
+    else:
         _run_locust(request)
 
 
 class _ForkServer:
     """The loop of the server. It uses the calls gevent left unpatched (gevent leaves `_socket`
-    alone; its `os.close` defers to a hub): no gevent hub is started before a fork."""
+    alone; its `os.close` defers to its hub's loop, which never runs here); a child starts its own
+    loop (`gevent.reinit`), as after gevent's own fork."""
 
     def __init__(self, socket_path: str) -> None:
         import _socket
@@ -144,7 +164,11 @@ class _ForkServer:
                 if request is not None:
                     return request  # in the child
             for conn in set(readable) & set(self.clients):
-                if not conn.recv(4096):  # the client died: so does its child's process group
+                try:
+                    alive = conn.recv(4096)
+                except OSError:  # reset: the client died with the pid line unread
+                    alive = b""
+                if not alive:  # the client died: so does its child's process group
                     _kill_group(self.clients.pop(conn))
                     conn.close()
             self._reap()
@@ -171,6 +195,9 @@ class _ForkServer:
             return None
         pid = self._os_fork()
         if pid == 0:
+            import gevent
+
+            gevent.reinit()  # the server's loop (its epoll and eventfd) is not this process's
             os.setsid()
             for target, fd in zip(_STREAMS, fds, strict=True):
                 os.dup2(fd, target)
@@ -182,7 +209,8 @@ class _ForkServer:
         for fd in fds:
             self._close(fd)
         self.children[pid], self.clients[conn] = conn, pid
-        conn.sendall(b"%d\n" % pid)
+        with contextlib.suppress(OSError):  # a client gone already: the next turn sees it closed
+            conn.sendall(b"%d\n" % pid)
         return None
 
     def _reap(self) -> None:

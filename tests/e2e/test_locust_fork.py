@@ -3,9 +3,12 @@ runs with the client's arguments, directory, environment and streams, its exit s
 client's, a signal to the client reaches it, and a client that dies takes the child's process
 group with it."""
 
+import array
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -90,3 +93,18 @@ def test_a_killed_client_takes_the_childs_process_group_with_it(locustfile: Path
     proc.kill()
     proc.wait(timeout=10)
     assert gone(child["pid"])
+
+
+def test_a_client_gone_before_it_reads_the_pid_leaves_the_server_serving(locustfile: Path) -> None:
+    """A run_locust timed out (or a Ctrl-C) in a client's first milliseconds: the server kills that
+    child, and serves the next client."""
+    argv = forked([sys.executable, "-m", "locust", "-f", str(locustfile), "--headless"])
+    body = json.dumps({"args": argv[5:], "cwd": str(locustfile.parent), "env": {**os.environ, "FORK_TEST": "wait"}})
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(argv[4])
+        fds = array.array("i", [0, 1, 2])
+        sock.sendmsg([struct.pack("!I", len(body)) + body.encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        child = seen(locustfile)  # its pid line came meanwhile, unread: the close resets the connection
+    assert gone(child["pid"])
+    (locustfile.parent / "seen.json").unlink()
+    assert start(locustfile, "exit").wait(timeout=60) == 7
