@@ -41,17 +41,21 @@ fi
 # imported Locust and slogate: tests/locust_fork.py), and beside them, in a pytest process of its
 # own, one at a time, those that time the machine too (`serial`: tests/conftest.py). The second runs,
 # one after another, those on the real vLLM CPU server (`vllm`: the server computes on every core)
-# and the few that time the machine to tens of milliseconds (`alone`). A `-m EXPR` given here
-# narrows each phase's own. SLOGATE_TEST_WORKERS=0 runs everything in one process.
+# and the few that time the machine to tens of milliseconds (`alone`). A `-m EXPR` (its own argument)
+# given here narrows each phase's own. SLOGATE_TEST_WORKERS=0 runs everything in one process; N > 1
+# runs N - 1 workers beside the serial process.
 workers="${SLOGATE_TEST_WORKERS:-4}"
+case "$workers" in
+  '' | *[!0-9]*) echo "slogate: error: SLOGATE_TEST_WORKERS must be a number, not '$workers'" >&2; exit 2 ;;
+esac
 if [ "$workers" = 0 ]; then
   exec .venv/bin/python -m pytest --durations=15 "$@"
 fi
 user_marks="" args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    -m) user_marks="${2-}"; shift $(($# > 1 ? 2 : 1)) ;;
-    -m?*) user_marks="${1#-m}"; shift ;;
+    -m) if [ $# -lt 2 ]; then args+=("$1"); shift; else user_marks=$2; shift 2; fi ;;  # alone: pytest says so
+    -m?*) user_marks="${1#-m}"; user_marks="${user_marks#=}"; shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -65,7 +69,8 @@ rm -f "${vllm_state%.json}".*json
 nice -n 10 .venv/bin/python -m tests.session_vllm "$vllm_state" >.venv/test-vllm.log 2>&1 &
 vllm_holder=$!
 serial_pid=
-trap 'kill "$vllm_holder" ${serial_pid:+"$serial_pid"} 2>/dev/null || true; wait "$vllm_holder" 2>/dev/null || true; rm -f "${vllm_state%.json}".*json' EXIT
+# The serial process gets one SIGINT (pytest tears its fixtures down, its servers stopped) and is waited for.
+trap '[ -z "$serial_pid" ] || kill -INT "$serial_pid" 2>/dev/null || true; kill "$vllm_holder" 2>/dev/null || true; wait ${serial_pid:+"$serial_pid"} "$vllm_holder" 2>/dev/null || true; rm -f "${vllm_state%.json}".*json' EXIT
 export SLOGATE_TEST_VLLM_STATE="$vllm_state" SLOGATE_TEST_VLLM_HOLDER="$vllm_holder"
 status=0 selected=0
 judged() {  # a pytest exit code: a failure is kept for the end; an interruption or usage error ends the script
@@ -81,10 +86,12 @@ phase() {
   .venv/bin/python -m pytest --durations=15 "$@" ${args[@]+"${args[@]}"} || code=$?
   judged "$code"
 }
-# (A pytest process, not an xdist group: pytest-xdist 3.8 does not group under pytest 9.2, pytest-xdist#1386.)
+# A pytest process, not an xdist group (pytest-xdist 3.8 does not group under pytest 9.2, pytest-xdist#1386),
+# in a session of its own (a Ctrl-C reaches it through the trap only, once) with SIGINT as pytest's own (a
+# `&` without job control would ignore it).
 serial_log=.venv/test-serial.log
-.venv/bin/python -m pytest --durations=15 -m "$(marks 'serial and not vllm and not alone')" \
-  ${args[@]+"${args[@]}"} >"$serial_log" 2>&1 &
+(trap - INT QUIT; exec setsid .venv/bin/python -m pytest --durations=15 \
+  -m "$(marks 'serial and not vllm and not alone')" ${args[@]+"${args[@]}"} -n 0) >"$serial_log" 2>&1 &
 serial_pid=$!
 phase -n "$((workers > 1 ? workers - 1 : 1))" -m "$(marks 'not vllm and not alone and not serial')"
 serial_code=0

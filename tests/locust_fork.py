@@ -94,8 +94,8 @@ def client(socket_path: str, args: list[str]) -> None:
     sock.sendmsg([_HEADER.pack(len(request)) + request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
     reader = sock.makefile("rb")
     line = reader.readline()
-    if not line:  # the fork server refused the request or is gone
-        sys.exit(70)
+    if not line:
+        _fail("the fork server refused the request or is gone")
     child = int(line)
 
     def pass_on(signum: int, _frame: object) -> None:
@@ -105,13 +105,19 @@ def client(socket_path: str, args: list[str]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, pass_on)
     line = reader.readline()
-    if not line:  # the fork server is gone
-        sys.exit(70)
+    if not line:
+        _fail("the fork server is gone")
     code = os.waitstatus_to_exitcode(int(line))
     if code < 0:  # the child died of a signal: so does its stand-in
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
+
+
+def _fail(why: str) -> None:
+    """Exit 70 (EX_SOFTWARE), which no Locust run exits with, saying why on stderr."""
+    print(f"tests/locust_fork.py: {why}", file=sys.stderr)
+    sys.exit(70)
 
 
 def serve(socket_path: str) -> None:
@@ -122,6 +128,7 @@ def serve(socket_path: str) -> None:
     import slogate.locustfiles.load.users
     import slogate.slo.plugin  # noqa: F401
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the tests' to handle: this ends with its stdin
     request = _ForkServer(socket_path).run()
     if request is None:
         os.unlink(socket_path)
@@ -195,10 +202,11 @@ class _ForkServer:
             return None
         pid = self._os_fork()
         if pid == 0:
+            os.setsid()  # first: a client gone already has the server kill this group at once
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             import gevent
 
             gevent.reinit()  # the server's loop (its epoll and eventfd) is not this process's
-            os.setsid()
             for target, fd in zip(_STREAMS, fds, strict=True):
                 os.dup2(fd, target)
             for fd in fds:
@@ -231,8 +239,14 @@ class _ForkServer:
 
 
 def _kill_group(pid: int) -> None:
-    with contextlib.suppress(OSError):
+    """`pid`'s process group, or `pid` alone before its `setsid` (an unreaped child: its pid is its own)."""
+    try:
         os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _run_locust(request: dict) -> None:
