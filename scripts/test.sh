@@ -41,7 +41,7 @@ fi
 # imported Locust and slogate: tests/locust_fork.py), and beside them, in a pytest process of its
 # own, one at a time, those that time the machine too (`serial`: tests/conftest.py). The second runs,
 # one after another, those on the real vLLM CPU server (`vllm`: the server computes on every core)
-# and the few that time the machine to tens of milliseconds (`alone`). A `-m EXPR` (its own argument)
+# and the few that need the machine to themselves (`alone`). A `-m EXPR` (its own argument)
 # given here narrows each phase's own. SLOGATE_TEST_WORKERS=0 runs everything in one process; N > 1
 # runs N - 1 workers beside the serial process.
 workers="${SLOGATE_TEST_WORKERS:-4}"
