@@ -34,7 +34,7 @@ import threading
 _HEADER = struct.Struct("!I")
 _STREAMS = (0, 1, 2)
 _server_lock = threading.Lock()
-_server: dict[str, object] = {}  # this pytest process's fork server: its socket and process
+_server: list = []  # this pytest process's fork server (a Popen; its last argument is its socket)
 
 
 def forked(argv: list[str]) -> list[str]:
@@ -43,24 +43,24 @@ def forked(argv: list[str]) -> list[str]:
     if os.environ.get("SLOGATE_TEST_FORK") == "0":
         return argv
     assert argv[1:3] == ["-m", "locust"], argv
-    return [argv[0], "-S", __file__, "client", str(_started()["socket"]), *argv[3:]]
+    return [argv[0], "-S", __file__, "client", _started().args[-1], *argv[3:]]
 
 
 def server_pid() -> int:
     """This process's fork server's pid (benchmarks/forked_runs.py reads its children's CPU time)."""
-    return _started()["process"].pid
+    return _started().pid
 
 
-def _started() -> dict:
+def _started():  # -> subprocess.Popen (imported when first needed)
     with _server_lock:
-        if "socket" not in _server:
-            _server.update(_start_server())
-        elif _server["process"].poll() is not None:
-            raise RuntimeError(f"this process's Locust fork server exited ({_server['process'].returncode})")
-        return _server
+        if not _server:
+            _server.append(_start_server())
+        elif _server[0].poll() is not None:
+            raise RuntimeError(f"this process's Locust fork server exited ({_server[0].returncode})")
+        return _server[0]
 
 
-def _start_server() -> dict[str, object]:
+def _start_server():  # -> subprocess.Popen
     import subprocess
     import tempfile
 
@@ -71,7 +71,7 @@ def _start_server() -> dict[str, object]:
     )
     if process.stdout.readline() != b"ready\n":
         raise RuntimeError(f"the Locust fork server did not start (exit {process.wait()})")
-    return {"socket": socket_path, "process": process}
+    return process
 
 
 def _recv_exactly(sock, n: int) -> bytes:
