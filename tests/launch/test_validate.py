@@ -33,8 +33,8 @@ _about: dict[str, dict] = {}  # vLLM's python -> its version and flags
 @pytest.fixture(scope="module", autouse=True)
 def each_argv_parsed_once() -> Iterator[None]:
     """Loading vLLM's parser takes about 10 s on 2 cores: in this module every distinct argument
-    list goes through the real parser once (many in one start), and later asks reuse its answer.
-    `test_validate_judges_several_profiles_with_one_parser_start` uses the real probe alone."""
+    list goes through the real parser once (many in one start: `verdicts`), and later asks reuse its
+    answer; a test counts the starts a command asks for by wrapping this probe."""
 
     def probe(vllm: VllmInstall, argvs: list[list[str]]) -> dict:
         python = str(vllm.python)
@@ -106,10 +106,19 @@ REJECTED = [
 ]
 
 
+BAD_VALUE = "extends: tuned\nargs: {max-model-len: lots}\n"
+
+
+def other_build_flag(other: str) -> str:
+    """A profile of the build that is not installed, with a flag the installed one does not know."""
+    return f"extends: tuned\nbuild: {other}\nargs: {{only-on-the-{other}-build: 1}}\n"
+
+
 @pytest.fixture(scope="module")
-def verdicts() -> tuple[str, list[str | None]]:
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str | None]]:
     """The built-in profiles, then each of REJECTED's variants of cpu-demo, through the installed
-    vLLM's parser in one start of it (importing vLLM takes seconds)."""
+    vLLM's parser in one start of it (importing vLLM takes seconds); in the same start, the arguments
+    of `test_validate_judges_several_profiles_with_one_parser_start`'s profiles."""
     demo = load_profile("cpu-demo")
     try:
         vllm = launcher.locate_vllm(demo, install=False)
@@ -118,7 +127,12 @@ def verdicts() -> tuple[str, list[str | None]]:
             raise
         pytest.skip(str(e))
     bad = [replace(demo, args={**demo.args, **args}) for args, _ in REJECTED]
-    return vllm_rejections(vllm, *(load_profile(n) for n in BUILTIN), *bad)
+    other = tmp_path_factory.mktemp("profiles")
+    (other / "bad-value.yaml").write_text(BAD_VALUE)
+    (other / "other-build-flag.yaml").write_text(other_build_flag("gpu" if vllm.build == "cpu" else "cpu"))
+    later = [load_profile(str(other / name)) for name in ("bad-value.yaml", "other-build-flag.yaml")]
+    version, rejections = vllm_rejections(vllm, *(load_profile(n) for n in BUILTIN), *bad, *later)
+    return version, rejections[: len(BUILTIN) + len(bad)]
 
 
 @pytest.mark.vllm
@@ -205,20 +219,21 @@ def test_a_seed_mistake_exits_2_with_its_one_line_message_anywhere(
 
 
 @pytest.mark.vllm
-def test_validate_judges_several_profiles_with_one_parser_start(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_validate_judges_several_profiles_with_one_parser_start(verdicts, tmp_path: Path, monkeypatch, capsys) -> None:
     found = installed_vllm()
     starts: list[int] = []
+    probe = validate.run_probe  # `verdicts` has had the real parser judge these arguments already
 
     def counted(vllm: VllmInstall, argvs: list[list[str]]) -> dict:
         starts.append(len(argvs))
-        return _real_probe(vllm, argvs)
+        return probe(vllm, argvs)
 
     monkeypatch.setattr(validate, "run_probe", counted)
     bad_value = tmp_path / "bad-value.yaml"
-    bad_value.write_text("extends: tuned\nargs: {max-model-len: lots}\n")
+    bad_value.write_text(BAD_VALUE)
     other = "gpu" if found.build == "cpu" else "cpu"
     elsewhere = tmp_path / "other-build-flag.yaml"  # a flag the judging build does not know
-    elsewhere.write_text(f"extends: tuned\nbuild: {other}\nargs: {{only-on-the-{other}-build: 1}}\n")
+    elsewhere.write_text(other_build_flag(other))
     seed = tmp_path / "seed.yaml"
     seed.write_text("extends: tuned\nenv: {VLLM_ATTENTION_BACKEND: FLASH_ATTN}\n")
     names = ["tuned", "baseline", "tuned-awq", "cpu-demo", str(bad_value), str(elsewhere), str(seed), "no-such"]
