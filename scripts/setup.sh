@@ -12,8 +12,8 @@ fi
 log=.venv/setup.log
 : >"$log"
 if [ "$fresh" = 1 ]; then
-  # A current pip: the venv's own (23.2 with Python 3.11) spends most of an install matching wheel tags
-  # of the package indexes' links (78 -> 68 s on 2 cores); not fatal where it cannot be had.
+  # A current pip: the venv's own (23.2 with Python 3.11) spends much of an install matching wheel tags
+  # against the package indexes' links (78 -> 68 s on 2 cores); not fatal where it cannot be had.
   .venv/bin/python -m pip install --quiet --upgrade pip >>"$log" 2>&1 || true
 fi
 if ! .venv/bin/python -m pip install --quiet -e '.[dev,docs]' >>"$log" 2>&1; then

