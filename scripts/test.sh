@@ -91,9 +91,11 @@ judged() {  # a pytest exit code: a failure is kept for the end; an interruption
     *) exit "$1" ;;
   esac
 }
-phase() {
+phase() {  # NAME (its --basetemp folder) and its pytest options
   local code=0
-  .venv/bin/python -m pytest --durations=15 "$@" ${args[@]+"${args[@]}"} || code=$?
+  temp_of "$1"
+  shift
+  .venv/bin/python -m pytest --durations=15 ${phase_temp[@]+"${phase_temp[@]}"} "$@" ${args[@]+"${args[@]}"} || code=$?
   judged "$code"
 }
 # A pytest process, not an xdist group (pytest-xdist 3.8 does not group under pytest 9.2, pytest-xdist#1386),
@@ -104,15 +106,13 @@ temp_of serial
 (trap - INT QUIT; exec setsid .venv/bin/python -m pytest --durations=15 ${phase_temp[@]+"${phase_temp[@]}"} \
   -m "$(marks 'serial and not vllm and not alone')" ${args[@]+"${args[@]}"} -n 0) >"$serial_log" 2>&1 &
 serial_pid=$!
-temp_of parallel
-phase ${phase_temp[@]+"${phase_temp[@]}"} -n "$((workers > 1 ? workers - 1 : 1))" -m "$(marks 'not vllm and not alone and not serial')"
+phase parallel -n "$((workers > 1 ? workers - 1 : 1))" -m "$(marks 'not vllm and not alone and not serial')"
 serial_code=0
 wait "$serial_pid" || serial_code=$?
 serial_pid=
 echo "slogate: the serial tests, run one at a time beside those ($serial_log):"
 cat "$serial_log"
 judged "$serial_code"
-temp_of vllm
-phase ${phase_temp[@]+"${phase_temp[@]}"} -m "$(marks 'vllm or alone')"
+phase vllm -m "$(marks 'vllm or alone')"
 [ "$selected" = 1 ] || exit 5
 exit "$status"
