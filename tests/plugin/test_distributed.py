@@ -59,8 +59,10 @@ def test_master_merges_two_workers_and_loses_nothing_with_stop_timeout(own_fault
     code, report, err = run_distributed(url, tmp_path, *args)
     assert code == 0, err[-2000:]
     total = report["metrics"]["all"]
-    # Every request the server answered is in the merged histograms: none lost at the end.
-    assert total["requests"] == answered(log) and total["requests"] > 50
+    # Every request the server answered is in the merged histograms: none lost at the end. (Run time
+    # counts from the master's start: on a loaded machine the workers' users may send for a fraction
+    # of the 2 s, 18 requests in their first 0.15 s in one such run; unloaded, ~300.)
+    assert total["requests"] == answered(log) and total["requests"] >= 8
     assert total["ttft_ms"]["count"] == total["requests"]
     assert total["ttft_ms"]["p95"] >= 20  # the server holds every first token for 20 ms
     assert report["run"]["mode"] == "master" and report["run"]["workers"] == 2 == report["run"]["workers_complete"]

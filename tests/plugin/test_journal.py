@@ -295,7 +295,9 @@ def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_serve
     """`slogate run` is what users and the GitHub Action call: a signal to it reaches Locust once,
     and it waits while Locust stops the load and writes the inconclusive report."""
     url, answered = own_fault_server
-    (tmp_path / "slo.yaml").write_text(SLO)
+    # A target no figure can fail: the 30 busy users' own client delay on a loaded machine (TTFT 240 ms
+    # of a 1 ms server, seen in CI) would fail a 200 ms p95 beyond noise, and a run cut short keeps that fail.
+    (tmp_path / "slo.yaml").write_text(SLO.replace("max_ms: 200", "max_ms: 10000"))
     report_dir = tmp_path / "report"
     argv = [sys.executable, "-m", "slogate.cli", "run", "--host", url, "--slo-file", str(tmp_path / "slo.yaml")]
     # Busy users (1 ms answers): the signal mostly lands while a user's greenlet runs, where a
