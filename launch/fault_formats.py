@@ -50,6 +50,15 @@ def served_models() -> dict:
     return {"object": "list", "data": [{"id": name} for name in ("default", *extra)]}
 
 
+def image_parts(req: dict) -> int:
+    """How many images a chat request carries: `image_url` content parts of its messages."""
+    messages = req.get("messages")
+    if not isinstance(messages, list):
+        return 0
+    parts = [p for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list) for p in m["content"]]
+    return sum(1 for p in parts if isinstance(p, dict) and p.get("type") == "image_url")
+
+
 def output_piece(fmt: StreamFormat, i: int, b: dict[str, float]) -> bytes:
     """Content chunk `i` of a stream scripted by `b`: ` tok<i>`, or the i-th piece of a scripted JSON
     answer (`json=`) or tool call (`tool_call=1`)."""

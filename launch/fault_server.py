@@ -62,9 +62,10 @@ as one JSON line to --log when the server is done with it (the ground truth): wh
 when its first content chunk was written, `fault` (the fault it injected, by the names of
 `FAULTS` and `http_<status>`, or null), `completed` (the server wrote all it meant to: false after
 `close`, a cut, or a client that went away), `outcome` ("ok": no fault and completed; else the
-fault, or "cancelled": the client hung up), `factor` (with `lognormal`), and a digest of its
-body that lets a benchmark pair it with the client's own record; with --log-bodies also `body`,
-the request's JSON body as sent, for tests of exactly what clients send.
+fault, or "cancelled": the client hung up), `factor` (with `lognormal`), `images` (the chat
+request's `image_url` parts), and a digest of its body that lets a benchmark pair it with the
+client's own record; with --log-bodies also `body`, the request's JSON body as sent, for tests of
+exactly what clients send.
 The tests and the benchmarks both use it.
 """
 
@@ -82,7 +83,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from slogate.launch.fault_cancel import Running
-from slogate.launch.fault_formats import FORMATS, StreamFormat, output_piece, served_models, think
+from slogate.launch.fault_formats import FORMATS, StreamFormat, image_parts, output_piece, served_models, think
 from slogate.launch.fault_spec import (
     DEFAULT_SEED,
     FAULTS,
@@ -183,7 +184,8 @@ class Server:
         if "lognormal" in b and logged is not None:
             b["factor"] = self.next_factor(model, b)
             b = scaled(b, b["factor"])
-        return await self.answer(writer, fmt, b, arrived, hashlib.sha1(body).hexdigest()[:16], logged)
+        digest = hashlib.sha1(body).hexdigest()[:16]
+        return await self.answer(writer, fmt, b, arrived, digest, logged, image_parts(req))
 
     async def answer(
         self,
@@ -193,6 +195,7 @@ class Server:
         arrived: float,
         digest: str,
         logged: dict | None,
+        images: int,
     ) -> bool:
         """Answer one request as `b` says; log it (`logged`: the body of a streamed one) whatever happens."""
         state: dict = {"fault": None, "completed": False, "first_content_at": None}
@@ -216,7 +219,7 @@ class Server:
                 return await self.running.serve(self.stream(writer, fmt, b, state), b)
         finally:
             if logged is not None:
-                self.record(arrived, digest, logged if self.log_bodies else None, b.get("factor"), **state)
+                self.record(arrived, digest, logged if self.log_bodies else None, b.get("factor"), images, **state)
 
     async def stream(self, writer: asyncio.StreamWriter, fmt: StreamFormat, b: dict[str, float], state: dict) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -285,6 +288,7 @@ class Server:
         digest: str,
         body: dict | None,
         factor: float | None,
+        images: int,
         fault: str | None,
         completed: bool,
         first_content_at: float | None,
@@ -297,6 +301,7 @@ class Server:
             "fault": fault,
             "completed": completed,
             "digest": digest,
+            "images": images,
         }
         if factor is not None:
             row["factor"] = factor

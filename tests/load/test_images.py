@@ -234,11 +234,11 @@ def test_both_users_send_the_images_as_image_url_parts(body_server: tuple[str, P
     harness = Harness(user_class, url, "tokens=2", "--images", "1-3", "--image-size", "32x24")
     records = harness.call(4)
     assert all(r.ok for r in records), [r.error_message for r in records]
-    bodies = [row["body"] for row in server_log(log, before + 4)[before:]]  # a row is written after the answer
-    assert len(bodies) == 4
-    for record, body in zip(records, bodies, strict=True):
-        urls = image_urls(body["messages"][-1])
-        assert record.tags == (f"images_{len(urls)}",)
+    rows = server_log(log, before + 4)[before:]  # a row is written after the answer
+    assert len(rows) == 4
+    for record, row in zip(records, rows, strict=True):
+        urls = image_urls(row["body"]["messages"][-1])
+        assert record.tags == (f"images_{len(urls)}",) and row["images"] == len(urls)  # the server counts them too
         assert all(decode_png(uri_png(u))[:2] == (32, 24) for u in urls)
 
 
