@@ -347,10 +347,12 @@ def test_bad_input_is_one_line_exit_2_and_a_written_report(
 def test_finds_the_fault_servers_known_knee_and_gates_on_it(own_fault_server, tmp_path: Path) -> None:
     """4 slots, each request holding one for 100 + 4 x 25 = 200 ms: 20 req/s. Constant arrivals
     keep the queue empty below it; above it the queue, and TTFT, grow with every second. A p90: the
-    bounds pass it on 54 samples all under (a p95 needs 110), which 5 s steps from 12 req/s give."""
+    bounds pass it on 54 samples all under (a p95 needs 110), which 5 s steps from 12 req/s give.
+    250 ms is far above the ~100 ms below the knee, to which a loaded client adds (160 ms left 12 req/s
+    undecided in CI: test_capacity_interval.py), and soon reached above: at 22 req/s within 1.5 s."""
     url, _ = own_fault_server
     slo = tmp_path / "slo.yaml"
-    slo.write_text("slos:\n  - {name: ttft-p90, metric: ttft, percentile: 90, max_ms: 160}\nmin_samples: 10\n")
+    slo.write_text("slos:\n  - {name: ttft-p90, metric: ttft, percentile: 90, max_ms: 250}\nmin_samples: 10\n")
     out = tmp_path / "cap"
     proc = subprocess.run(
         [

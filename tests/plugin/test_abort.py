@@ -152,11 +152,13 @@ def test_a_run_past_its_slo_stops_early_with_exit_1(
     slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 100}\nmin_samples: 10\n")
     run = locust_run(
         url, *users, "-t", "60s", "--slo-file", str(slo), "--slo-abort-on-fail", "--slo-window-s", "5",
-        "--slo-interval-s", "1", "--arrival-rate", "10", "--model", "ttft_ms=1000,tokens=2",
+        "--slo-interval-s", "1", "--arrival-rate", "10", "--model", "ttft_ms=3000,tokens=2",
         "--shared-prefix-tokens", "20", locustfile="open-loop", timeout=90,
     )  # fmt: skip
-    # 10x the target: on a loaded CI machine two processes' client delay (the self-check) reached a 3x miss's
-    # margin, and what the client's delay can explain neither aborts a run nor fails it (inconclusive).
+    # 30x the target: on a loaded CI machine two processes' client delay (the self-check) reached a 3x miss's
+    # margin, and what the client's delay can explain neither aborts a run nor fails it (inconclusive). The
+    # delay counted is twice the run's worst event-loop stall: at 10x one stall of 450 ms would have done it,
+    # here one of 1.4 s. 10/s per user and 3 s each: ~30 in flight, below --max-in-flight (64).
     report = run.report
     assert run.code == 1 and report["verdict"] == "fail", (report["reasons"], run.stderr[-2000:])
     assert report["run"]["workers_complete"] == report["run"]["workers"]  # a master stops gracefully

@@ -97,5 +97,7 @@ def test_processes_on_one_machine_merge_the_same_way(own_fault_server, locust_ru
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]
     total = run.report["metrics"]["all"]
-    assert total["requests"] == answered(log) and total["requests"] > 50
+    # As in test_master_merges_two_workers_and_loses_nothing_with_stop_timeout: the run time counts from the
+    # master's start, and on a loaded machine the workers' users may send for a fraction of the 2 s.
+    assert total["requests"] == answered(log) and total["requests"] >= 8
     assert run.report["run"]["mode"] == "master" and run.report["run"]["workers_complete"] == 2

@@ -64,4 +64,6 @@ def test_a_run_against_a_silent_target_is_inconclusive_within_the_limit(silent_s
     report = run.report
     assert report["verdict"] == "inconclusive"
     assert any("accepted connections but answered nothing in 3 s" in r for r in report["reasons"]), report["reasons"]
-    assert took < 15, f"{took:.1f} s"  # Locust's own start and stop included
+    # Locust's own start and stop included (a loaded machine slows both): below the 30 s model discovery
+    # and the 60 s run time that would otherwise keep it.
+    assert took < 25, f"{took:.1f} s"

@@ -85,14 +85,24 @@ def test_secrets_are_absent_from_the_page_source(web_ui: str) -> None:
 def test_status_endpoint_and_reset_stats(web_ui: str) -> None:
     start = urllib.request.Request(web_ui + "/swarm", data=b"user_count=2&spawn_rate=2", method="POST")
     urllib.request.urlopen(start, timeout=10).read()
-    time.sleep(3)
-    status = json.loads(get(web_ui + "/slo/status")[1])
-    assert status["metrics"]["all"]["ttft_ms"]["count"] > 5 and status["verdict"] == "pass"
+    # Polled, not a fixed 3 s: on a loaded machine the users start late. Until 6 requests are in and two
+    # 1 s intervals are closed, at most 30 s (about 3 s here).
+    deadline = time.monotonic() + 30
+    while True:
+        status = json.loads(get(web_ui + "/slo/status")[1])
+        raw = get(web_ui + "/slo/series")[1]
+        series = json.loads(raw)
+        counted = status["metrics"].get("all", {}).get("ttft_ms", {}).get("count", 0)
+        if (counted > 5 and series["series"] and len(series["series"]["t"]) >= 2) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert status["metrics"]["all"]["ttft_ms"]["count"] > 5
+    # 30 ms TTFTs against 60 and 500 ms: a pass, or, where a loaded machine's own delay could explain a miss,
+    # the self-check's inconclusive (as the stop button's test below): never a fail.
+    assert status["verdict"] == "pass" or (status["verdict"] == "inconclusive" and status["self_check"]["saturated"])
     rows = json.loads(get(web_ui + "/stats/requests")[1])["extended_stats"][0]["data"]
     assert rows[0]["item"] == "TTFT all" and rows[0]["p50"] >= 30
-    raw = get(web_ui + "/slo/series")[1]
     assert all(secret not in raw for secret in SECRETS.values())
-    series = json.loads(raw)
     assert series["interval_s"] == 1.0 and len(series["series"]["t"]) >= 2
     assert sum(series["series"]["latency"]["ttft"]["all"]["count"]) >= status["metrics"]["all"]["ttft_ms"]["count"]
     assert [(t["class"], t["max_ms"]) for t in series["targets"]] == [("all", 500), ("shared", 60)]
