@@ -32,6 +32,8 @@ WORKLOADS = {
     "`--tools tools.json --tool-choice get_weather`": ("--tools", TOOLS, "--tool-choice", "get_weather"),
     "`--tools tools.json --tool-choice required`": ("--tools", TOOLS, "--tool-choice", "required"),
     "`--tools tools.json --tool-choice auto`": ("--tools", TOOLS, "--tool-choice", "auto"),
+    "responses, `--tool-choice get_time`": ("--endpoint", "responses", "--tools", TOOLS, "--tool-choice", "get_time"),
+    "responses, `--tool-choice required`": ("--endpoint", "responses", "--tools", TOOLS, "--tool-choice", "required"),
 }
 
 

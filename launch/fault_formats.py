@@ -178,6 +178,7 @@ class ResponsesFormat:
         self.opened = False  # the output item and its content part
         self.text = ""
         self.reasoned = 0  # reasoning deltas sent (`think`)
+        self.arguments: str | None = None  # a tool call's, as streamed (`tool_call`)
 
     def event(self, kind: str, **fields: object) -> bytes:
         obj = {"type": kind, "sequence_number": self.sequence, **fields}
@@ -219,9 +220,19 @@ class ResponsesFormat:
         ids = {"item_id": "rs_x", "output_index": 0, "content_index": 0}
         return out + self.event("response.reasoning_text.delta", **ids, delta=text)
 
+    def call_item(self, status: str) -> dict:
+        """The function call's output item: announced empty, done with all its arguments."""
+        arguments = self.arguments if status == "completed" else ""
+        item = {"id": "fc_x", "type": "function_call", "call_id": "call_x", "name": TOOL_NAME}
+        return item | {"arguments": arguments, "status": status}
+
     def tool_call(self, i: int, arguments: str) -> bytes:
-        item = {"id": "fc_x", "type": "function_call", "name": TOOL_NAME, "arguments": "", "call_id": "call_x"}
-        out = self.event("response.output_item.added", output_index=0, item=item) if i == 0 else b""
+        """A function call's arguments delta, its item announced before the first (vLLM 0.32's shape)."""
+        out = b""
+        if self.arguments is None:
+            self.arguments = ""
+            out = self.event("response.output_item.added", output_index=0, item=self.call_item("in_progress"))
+        self.arguments += arguments
         kind = "response.function_call_arguments.delta"
         return out + self.event(kind, item_id="fc_x", output_index=0, delta=arguments)
 
@@ -245,6 +256,10 @@ class ResponsesFormat:
             out += self.event("response.output_text.done", **ids, text=self.text, logprobs=[])
             out += self.event("response.content_part.done", **ids, part=part)
             out += self.event("response.output_item.done", output_index=0, item=item)
+        if self.arguments is not None:  # the call whole, in its `.done` events
+            ids = {"item_id": "fc_x", "output_index": 0}
+            out += self.event("response.function_call_arguments.done", **ids, arguments=self.arguments, name=TOOL_NAME)
+            out += self.event("response.output_item.done", output_index=0, item=self.call_item("completed"))
         if done:
             counts = {
                 "input_tokens": 10,

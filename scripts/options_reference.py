@@ -29,6 +29,8 @@ PACKAGE_ROOT = str(Path(slogate.slo.__file__).resolve().parent.parent) + "/"  # 
 LOCUST_SECTIONS = {
     "slogate.slo.plugin.options": "The gate (every locustfile)",
     "slogate.locustfiles.load.options": "The workload (every locustfile)",
+    "slogate.locustfiles.load.output_options": "Tool calls and structured output (every locustfile)",
+    "slogate.locustfiles.load.cancel": "Cancellation (every locustfile)",
     "slogate.locustfiles.load.open_loop": "Open loop (`slogate locustfile open-loop`, `chat_open_loop.py`)",
     "slogate.locustfiles.load.stages": "Stages (`chat_open_loop_stages.py`)",
 }
@@ -65,6 +67,9 @@ def _table(actions: list[argparse.Action]) -> list[str]:
 def locust_sections() -> list[str]:
     out: list[str] = []
     handlers = {h.__module__: h for h in events.init_command_line_parser._handlers}
+    unlisted = sorted(m for m in handlers if m.startswith("slogate.") and m not in LOCUST_SECTIONS)
+    if unlisted:  # an option no page would show: the check fails rather than the page silently missing it
+        raise SystemExit(f"options_reference.py: add {', '.join(unlisted)} to LOCUST_SECTIONS")
     for module, title in LOCUST_SECTIONS.items():
         parser = LocustArgumentParser()
         handlers[module](parser)

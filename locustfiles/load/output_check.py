@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from slogate.locustfiles.load.workload import WorkloadConfig
 
 TOOL_CHOICES = ("auto", "required", "none")  # or a function's name
-# What each endpoint takes: the tools on chat only (vLLM's completions has none; its responses
-# API takes tools in another shape, not sent by slogate), the response format on all three.
-TOOLS_ENDPOINTS = ("chat",)
+# What each endpoint takes: the tools on chat and responses (in its flat shape: `{"type": "function",
+# "name", "parameters"}`; vLLM's completions has none), the response format on all three.
+TOOLS_ENDPOINTS = ("chat", "responses")
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 MESSAGE_CHARS = 200  # a failure's message, as the report keeps it
 
@@ -58,11 +58,15 @@ class OutputSpec:
         """What each request body gains, in its endpoint's shape."""
         fields: dict[str, Any] = {}
         if self.tools:
-            fields["tools"] = list(self.tools)
+            flat = self.endpoint == "responses"  # the Responses API's tools: the function's fields at the top
+            fields["tools"] = [{"type": "function", **t["function"]} for t in self.tools] if flat else list(self.tools)
+            named = {"name": self.tool_choice}
             if self.tool_choice in TOOL_CHOICES:
                 fields["tool_choice"] = self.tool_choice
             elif self.tool_choice:
-                fields["tool_choice"] = {"type": "function", "function": {"name": self.tool_choice}}
+                fields["tool_choice"] = (
+                    {"type": "function", **named} if flat else {"type": "function", "function": named}
+                )
         if self.schema is not None:
             if self.endpoint == "responses":
                 fields["text"] = {"format": {"type": "json_schema", "name": self.schema_name, "schema": self.schema}}
@@ -121,7 +125,8 @@ class OutputSpec:
 
 class OutputCapture:
     """One request's tool calls as streamed: its spec, index -> [name, argument pieces], and when the
-    first tool-call delta came."""
+    first tool-call delta came (chat: `tool_calls` deltas; responses: `function_call_arguments` deltas,
+    each call whole in its `output_item.done`)."""
 
     __slots__ = ("calls", "first_call", "spec")
 
@@ -135,8 +140,7 @@ class OutputCapture:
         which the stream readers count as a protocol failure (sse.SHAPE_ERRORS)."""
         if not deltas:
             return
-        if self.first_call is None:
-            self.first_call = now
+        self.called(now)
         for delta in deltas:
             function = delta.get("function") or {}
             call = self.calls.setdefault(delta.get("index") or 0, ["", []])
@@ -145,6 +149,17 @@ class OutputCapture:
                 call[0] = name
             if arguments and isinstance(arguments, str):
                 call[1].append(arguments)
+
+    def called(self, now: float) -> None:
+        """A tool-call delta at `now`: the first one times the call."""
+        if self.first_call is None:
+            self.first_call = now
+
+    def whole_call(self, index: int, item: dict[str, Any]) -> None:
+        """A responses `function_call` output item as its `output_item.done` event gives it: its name
+        and all its arguments (its argument deltas timed it)."""
+        name, arguments = item.get("name"), item.get("arguments")
+        self.calls[index] = [name if isinstance(name, str) else "", [arguments] if isinstance(arguments, str) else []]
 
     def problem(self, answer: str) -> str | None:
         return self.spec.problem(self.calls, answer)

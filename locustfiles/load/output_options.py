@@ -18,7 +18,7 @@ def _add_arguments(parser: Any) -> None:
         "--tools",
         type=str,
         default="",
-        help="Send these tools with each chat request: a JSON file of OpenAI tools (a list of "
+        help="Send these tools with each chat or responses request: a JSON file of OpenAI tools (a list of "
         '{"type": "function", "function": {"name", "parameters"}}); each call\'s arguments must match '
         "its tool's parameters, else the request fails as `invalid_output`",
     )

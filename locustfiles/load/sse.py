@@ -157,12 +157,14 @@ def apply_completions_event(payload: bytes, timer: StreamTimer, now: float) -> b
 
 # Responses events whose non-empty `delta` is a token: the answer text, reasoning, a tool call.
 RESPONSES_OUTPUT_TEXT = "response.output_text.delta"
+RESPONSES_CALL_ARGUMENTS = "response.function_call_arguments.delta"
+RESPONSES_ITEM_DONE = "response.output_item.done"  # a function call's, whole: its name and arguments
 RESPONSES_REASONING_EVENTS = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
 RESPONSES_TOKEN_EVENTS = frozenset(
     {
         RESPONSES_OUTPUT_TEXT,
         *RESPONSES_REASONING_EVENTS,
-        "response.function_call_arguments.delta",
+        RESPONSES_CALL_ARGUMENTS,
         "response.custom_tool_call_input.delta",
     }
 )
@@ -177,7 +179,8 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
 
     A token event is one of `RESPONSES_TOKEN_EVENTS` with a non-empty `delta`; `response.created`,
     `output_item.added`, `content_part.added` and the `.done` events are not. Usage comes with the
-    end event (`response.usage`). An `error` event or `response.failed` is a stream error.
+    end event (`response.usage`). An `error` event or `response.failed` is a stream error. With
+    `--tools`, a function call's arguments deltas time it and its `output_item.done` gives it whole.
     """
     obj = _loads(payload)
     kind = obj.get("type")
@@ -190,12 +193,17 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
                 timer.reasoning(now)
             else:
                 timer.token(now)
+                if kind == RESPONSES_CALL_ARGUMENTS and timer.output is not None:
+                    timer.output.called(now)
         return False
     if kind in RESPONSES_END_EVENTS:
         usage = (obj.get("response") or {}).get("usage")
         if usage:
             _apply_usage(usage, timer, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details")
         return True
+    if kind == RESPONSES_ITEM_DONE and timer.output is not None and obj["item"].get("type") == "function_call":
+        timer.output.whole_call(obj.get("output_index") or 0, obj["item"])
+        return False
     if kind == "error":
         raise _stream_error(obj)
     if kind == "response.failed":

@@ -29,3 +29,12 @@ def test_guided_decoding_on_vllm_yields_valid_json_and_tool_calls(vllm_server: s
     # Every answer was a tool call, streamed as `tool_calls` deltas: each has a TTFTC (the TTFT histogram
     # also holds the requests in flight at the stop, with what they had waited).
     assert total["ttftc_ms"]["count"] == total["requests"]
+    # /v1/responses: the tools in its flat shape, each call streamed as `function_call_arguments` deltas. A
+    # named tool of an enum argument: `required` may start a second call that max tokens cuts short (invalid).
+    on_responses = locust_run(
+        vllm_server, *LOAD, "--endpoint", "responses", "--tools", TOOLS, "--tool-choice", "get_time"
+    )
+    assert on_responses.code == 0, on_responses.stderr[-3000:]
+    total = on_responses.report["metrics"]["all"]
+    assert total["requests"] >= 2 and total["errors_by_kind"] == {}, total["errors_by_kind"]
+    assert total["ttftc_ms"]["count"] == total["requests"]
