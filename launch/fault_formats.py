@@ -51,12 +51,13 @@ def served_models() -> dict:
 
 
 def image_parts(req: dict) -> int:
-    """How many images a chat request carries: `image_url` content parts of its messages."""
-    messages = req.get("messages")
-    if not isinstance(messages, list):
+    """How many images a request carries: chat `image_url` parts of its `messages`, responses
+    `input_image` parts of its `input`."""
+    turns = req.get("messages") or req.get("input")
+    if not isinstance(turns, list):
         return 0
-    parts = [p for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list) for p in m["content"]]
-    return sum(1 for p in parts if isinstance(p, dict) and p.get("type") == "image_url")
+    parts = [p for t in turns if isinstance(t, dict) and isinstance(t.get("content"), list) for p in t["content"]]
+    return sum(1 for p in parts if isinstance(p, dict) and p.get("type") in ("image_url", "input_image"))
 
 
 def output_piece(fmt: StreamFormat, i: int, b: dict[str, float]) -> bytes:

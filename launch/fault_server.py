@@ -62,8 +62,8 @@ as one JSON line to --log when the server is done with it (the ground truth): wh
 when its first content chunk was written, `fault` (the fault it injected, by the names of
 `FAULTS` and `http_<status>`, or null), `completed` (the server wrote all it meant to: false after
 `close`, a cut, or a client that went away), `outcome` ("ok": no fault and completed; else the
-fault, or "cancelled": the client hung up), `factor` (with `lognormal`), `images` (the chat
-request's `image_url` parts), and a digest of its body that lets a benchmark pair it with the
+fault, or "cancelled": the client hung up), `factor` (with `lognormal`), `images` (the image
+parts it carried), and a digest of its body that lets a benchmark pair it with the
 client's own record; with --log-bodies also `body`, the request's JSON body as sent, for tests of
 exactly what clients send.
 The tests and the benchmarks both use it.

@@ -95,6 +95,27 @@ def completions_body(
     return body
 
 
+def responses_input(messages: Messages) -> Messages:
+    """Chat messages as the Responses API's `input`: text content as it is; content parts (images,
+    a dataset's parts) as its own kinds, `input_text` and `input_image` (a URL or a data URI)."""
+    if all(isinstance(m["content"], str) for m in messages):
+        return messages
+    return [m if isinstance(m["content"], str) else {**m, "content": _input_parts(m["content"])} for m in messages]
+
+
+def _input_parts(parts: Any) -> list[Any]:
+    out = []
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            part = {"type": "input_text", "text": part.get("text", "")}
+        elif kind == "image_url":
+            image = part.get("image_url")
+            part = {"type": "input_image", "image_url": image.get("url") if isinstance(image, dict) else image}
+        out.append(part)
+    return out
+
+
 def responses_body(
     model: str, messages: Messages, max_tokens: int, temperature: float, ignore_eos: bool
 ) -> dict[str, Any]:
@@ -103,7 +124,7 @@ def responses_body(
     with VLLM_ENABLE_RESPONSES_API_STORE=1 keeps each stored response in memory)."""
     body: dict[str, Any] = {
         "model": model,
-        "input": messages,
+        "input": responses_input(messages),
         "max_output_tokens": max_tokens,
         "temperature": temperature,
         "stream": True,

@@ -65,8 +65,8 @@ def check(images: tuple[int, int], shared: int, endpoint: str, dataset: str) -> 
         raise ValueError(f"--shared-images must be >= 0, got {shared}")
     if hi == 0:
         return
-    if endpoint != "chat":
-        raise ValueError(f"--images needs --endpoint chat (images are chat content parts), got {endpoint!r}")
+    if endpoint not in ("chat", "responses"):
+        raise ValueError(f"--images needs --endpoint chat or responses (a text prompt has no images), got {endpoint!r}")
     if dataset:
         raise ValueError("--images does not apply to --dataset: its entries carry their own images")
 

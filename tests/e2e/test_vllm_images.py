@@ -58,3 +58,17 @@ def test_images_per_request_are_tagged_gated_and_counted_in_the_servers_prompt_t
     # their markers, whatever the image's pixels (vLLM counts them in usage.prompt_tokens).
     assert 320 <= metrics["images_1"]["mean_prompt_tokens"] - text <= 400, (text, metrics["images_1"])
     assert metrics["images_1"]["ttft_ms"]["p50"] > metrics["images_0"]["ttft_ms"]["p50"]
+
+
+def test_on_responses_the_images_are_input_image_parts_the_server_counts(vision_server: str, locust_run) -> None:
+    """/v1/responses takes the images as `input_image` parts (vLLM 0.32): the same tokens per image as chat."""
+    run = locust_run(
+        vision_server, "-u", "2", "-r", "2", "-t", "6s", "--endpoint", "responses", "--images", "0-1",
+        "--shared-fraction", "0", "--unique-prefix-tokens", "32", "--user-message-tokens", "16",
+        "--max-tokens", "4", "--ignore-eos", "--seed", "2",
+    )  # fmt: skip
+    assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    metrics = run.report["metrics"]
+    assert metrics["all"]["errors_by_kind"] == {}
+    added = metrics["images_1"]["mean_prompt_tokens"] - metrics["images_0"]["mean_prompt_tokens"]
+    assert 320 <= added <= 400, (metrics["images_0"], metrics["images_1"])

@@ -75,6 +75,20 @@ def test_responses_body_carries_the_messages_as_input_items() -> None:
     assert "ignore_eos" not in RESPONSES.body("m", CONVERSATION, 16, 0.0, False)
 
 
+def test_responses_input_gives_content_parts_the_responses_apis_kinds() -> None:
+    uri = "data:image/png;base64,AAAA"
+    parts = [{"type": "image_url", "image_url": {"url": uri}}, {"type": "text", "text": "hi"}, {"type": "x"}]
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": parts}]
+    sent = RESPONSES.body("m", messages, 16, 0.0, False)["input"]
+    assert sent[0] == messages[0] and sent[1]["role"] == "user"
+    assert sent[1]["content"] == [
+        {"type": "input_image", "image_url": uri},
+        {"type": "input_text", "text": "hi"},
+        {"type": "x"},  # a kind it does not know: as it is, for the server to judge
+    ]
+    assert messages[1]["content"] is parts and parts[0]["type"] == "image_url"  # the conversation is not changed
+
+
 @pytest.mark.parametrize("answer", [" Hello!", "Hello\n\nUser: not a turn", "", " ü \r\n"])
 def test_the_next_turns_prompt_starts_with_this_prompt_and_its_answer(answer: str) -> None:
     turn = completion_prompt(CONVERSATION)

@@ -1,5 +1,6 @@
 """Images in chat requests (--images, --image-size, --shared-images) and in datasets: valid PNGs,
-new per request, tagged images_<n>, sent as image_url parts, bad input refused before any load."""
+new per request, tagged images_<n>, sent as image_url parts (responses: input_image), bad input
+refused before any load."""
 
 import base64
 import json
@@ -78,8 +79,7 @@ def test_a_bad_image_size_is_one_line(text: str) -> None:
         ({"images": "-1"}, "--images must be N >= 0"),
         ({"images": "3-1"}, "--images must be N >= 0 or A-B"),
         ({"images": "x"}, "--images must be N or A-B"),
-        ({"images": "2", "endpoint": "completions"}, "--images needs --endpoint chat"),
-        ({"images": "1-2", "endpoint": "responses"}, "--images needs --endpoint chat"),
+        ({"images": "2", "endpoint": "completions"}, "--images needs --endpoint chat or responses"),
         ({"images": "1", "dataset": "d.jsonl"}, "--images does not apply to --dataset"),
         ({"shared_images": -1}, "--shared-images must be >= 0"),
         ({"image_size": "big"}, "--image-size must be WxH"),
@@ -240,6 +240,20 @@ def test_both_users_send_the_images_as_image_url_parts(body_server: tuple[str, P
         urls = image_urls(row["body"]["messages"][-1])
         assert record.tags == (f"images_{len(urls)}",) and row["images"] == len(urls)  # the server counts them too
         assert all(decode_png(uri_png(u))[:2] == (32, 24) for u in urls)
+
+
+def test_on_responses_the_images_are_input_image_parts(body_server: tuple[str, Path]) -> None:
+    """The Responses API's own content kinds: `input_text`, and `input_image` with the data URI itself."""
+    url, log = body_server
+    before = len(log.read_text().splitlines()) if log.exists() else 0
+    harness = Harness(USERS[0], url, "tokens=2", "--endpoint", "responses", "--images", "2", "--image-size", "16x8")
+    records = harness.call(2)
+    assert all(r.ok and r.tags == ("images_2",) for r in records), [(r.error_message, r.tags) for r in records]
+    for row in server_log(log, before + 2)[before:]:
+        parts = row["body"]["input"][-1]["content"]
+        assert {p["type"] for p in parts} == {"input_image", "input_text"} and row["images"] == 2
+        assert all(decode_png(uri_png(p["image_url"]))[:2] == (16, 8) for p in parts if p["type"] == "input_image")
+    assert all(isinstance(m["content"], str) for m in row["body"]["input"][:-1])  # the shared prefix: text as it is
 
 
 def test_a_run_with_images_gates_and_reports_each_images_tag(fault_server: str, locust_run, tmp_path: Path) -> None:
