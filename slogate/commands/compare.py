@@ -19,7 +19,7 @@ from slogate.slo.gate.report import Report
 def cmd_compare(args: argparse.Namespace) -> int:
     def run() -> int:
         profiles = [load_profile(name) for name in args.profiles]
-        vllm = launcher.locate_vllm(profiles[0], install=True)
+        vllm = launcher.locate_vllm(profiles[0], install=True, on_progress=say)
         say(f"vLLM {validate(vllm, *profiles)}: every profile's arguments are valid")
         config = args.config or DEMO_CONF
         out = Path(args.report_dir)

