@@ -87,8 +87,8 @@ def _add_arguments(parser: Any) -> None:
         "--images",
         type=str,
         default="0",
-        help="Image parts per chat or responses request, N or A-B (uniform per request), generated new each time as PNG data "
-        "URIs; requests are tagged images_<n> for SLOs (docs/workloads/images.md)",
+        help="Image parts per chat or responses request, N or A-B (uniform per request), generated new each time "
+        "as PNG data URIs; requests are tagged images_<n> for SLOs (docs/workloads/images.md)",
     )
     prompts("--image-size", type=str, default="x".join(map(str, d.image_size)), help="Generated images' size, WxH")
     prompts(
