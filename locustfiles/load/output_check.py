@@ -125,15 +125,16 @@ class OutputSpec:
 
 class OutputCapture:
     """One request's tool calls as streamed: its spec, index -> [name, argument pieces], and when the
-    first tool-call delta came (chat: `tool_calls` deltas; responses: `function_call_arguments` deltas,
-    each call whole in its `output_item.done`)."""
+    first tool-call delta came (chat: `tool_calls` deltas, joined by their `index`; responses:
+    `function_call_arguments` deltas, each call whole in its `output_item.done`, in arrival order)."""
 
-    __slots__ = ("calls", "first_call", "spec")
+    __slots__ = ("calls", "first_call", "open_calls", "spec")
 
     def __init__(self, spec: OutputSpec) -> None:
         self.spec = spec
         self.calls: dict[int, list[Any]] = {}
         self.first_call: float | None = None
+        self.open_calls: set[object] = set()  # responses: items whose arguments came, not yet their done item
 
     def tool_calls(self, now: float, deltas: list[dict[str, Any]] | None) -> None:
         """A delta's `tool_calls` (None: none). A delta that is not an object raises AttributeError,
@@ -155,13 +156,23 @@ class OutputCapture:
         if self.first_call is None:
             self.first_call = now
 
-    def whole_call(self, index: int, item: dict[str, Any]) -> None:
+    def arguments_delta(self, now: float, item_id: object) -> None:
+        """A responses `function_call_arguments.delta` of item `item_id`: the first times the call."""
+        self.called(now)
+        self.open_calls.add(item_id)
+
+    def whole_call(self, item: dict[str, Any]) -> None:
         """A responses `function_call` output item as its `output_item.done` event gives it: its name
-        and all its arguments (its argument deltas timed it)."""
+        and all its arguments, kept in arrival order (a server's repeated or absent `output_index`
+        cannot make one call replace another)."""
+        self.open_calls.discard(item.get("id"))
         name, arguments = item.get("name"), item.get("arguments")
-        self.calls[index] = [name if isinstance(name, str) else "", [arguments] if isinstance(arguments, str) else []]
+        call = [name if isinstance(name, str) else "", [arguments] if isinstance(arguments, str) else []]
+        self.calls[len(self.calls)] = call
 
     def problem(self, answer: str) -> str | None:
+        if self.open_calls:  # a stream that ended without closing a call: its arguments were never given whole
+            return "a tool call's arguments came, never its response.output_item.done"
         return self.spec.problem(self.calls, answer)
 
     def first_call_at(self, first_token: float | None) -> float | None:

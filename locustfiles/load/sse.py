@@ -194,7 +194,7 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
             else:
                 timer.token(now)
                 if kind == RESPONSES_CALL_ARGUMENTS and timer.output is not None:
-                    timer.output.called(now)
+                    timer.output.arguments_delta(now, obj.get("item_id"))
         return False
     if kind in RESPONSES_END_EVENTS:
         usage = (obj.get("response") or {}).get("usage")
@@ -202,7 +202,7 @@ def apply_responses_event(payload: bytes, timer: StreamTimer, now: float) -> boo
             _apply_usage(usage, timer, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details")
         return True
     if kind == RESPONSES_ITEM_DONE and timer.output is not None and obj["item"].get("type") == "function_call":
-        timer.output.whole_call(obj.get("output_index") or 0, obj["item"])
+        timer.output.whole_call(obj["item"])
         return False
     if kind == "error":
         raise _stream_error(obj)

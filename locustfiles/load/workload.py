@@ -252,6 +252,8 @@ class Workload:
         max_tokens = conversation.turns[turn - 1].max_tokens
         body = self.endpoint.body(self.model, messages, max_tokens, cfg.temperature, cfg.ignore_eos)
         body.update((k, v) for k, v in conversation.extra.items() if k not in _SET_BY_SLOGATE)
+        if "tools" in self.output_fields:  # --tools replaces the entry's tools, and the choice that named them
+            body.pop("tool_choice", None)
         body.update(self.output_fields)  # the options' tools and format, which the check expects
         turns = len(conversation.turns)
         tags = (*(conversation_tags(turn) if self.dataset_turns > 1 else ()), *self._image_tags(messages))

@@ -76,9 +76,10 @@ def call_events(*calls: tuple[str, str]) -> list[bytes]:
     """Each (name, arguments) as vLLM streams a function call: added, argument deltas, done."""
     out = [event("response.created", response={})]
     for index, (name, arguments) in enumerate(calls):
-        item = {"type": "function_call", "name": name, "arguments": "", "status": "in_progress"}
+        ids = {"output_index": index, "item_id": f"fc_{index}"}
+        item = {"id": f"fc_{index}", "type": "function_call", "name": name, "arguments": "", "status": "in_progress"}
         out.append(event("response.output_item.added", output_index=index, item=item))
-        out += [event("response.function_call_arguments.delta", output_index=index, delta=c) for c in arguments]
+        out += [event("response.function_call_arguments.delta", **ids, delta=c) for c in arguments]
         done = item | {"arguments": arguments, "status": "completed"}
         out.append(event("response.output_item.done", output_index=index, item=done))
     usage = {"input_tokens": 9, "output_tokens": 64}
@@ -99,10 +100,32 @@ def test_each_call_is_checked_whole_and_a_cut_one_is_invalid_output() -> None:
     assert cut.ttft_us == 30_000  # a failure keeps its first token's time
     out_of_range = run(required, call_events(("get_weather", '{"city": "Paris", "days": 9}')))
     assert "at days: 9 is greater than the maximum of 7" in (out_of_range.error_message or "")
+    # Each call is kept, in arrival order, whatever its output_index says: a bad first one is not replaced.
+    same_index = [p.replace(b'"output_index": 1', b'"output_index": 0') for p in call_events(
+        ("get_time", '{"timezone": "Mars"}'), ("get_time", '{"timezone": "UTC"}')
+    )]  # fmt: skip
+    assert "at timezone: 'Mars' is not one of" in (run(required, same_index).error_message or "")
+    # A call whose arguments came and whose done item never did, in a stream that still ended: not checked
+    # whole, so not valid (the arguments were never given whole).
+    unclosed = [p for p in call_events(("get_time", '{"timezone": "UTC"}')) if b"output_item.done" not in p]
+    assert run(spec(tools=TOOLS), unclosed).error_message == (
+        "a tool call's arguments came, never its response.output_item.done"
+    )
     timer = StreamTimer("all", 0.0, t0=0.0)
     timer.output = required.capture()
     with pytest.raises(SHAPE_ERRORS):  # of another shape: the stream readers count it as a protocol failure
         apply_responses_event(event("response.output_item.done", output_index=0, item="x"), timer, 0.1)
+
+
+def test_a_call_after_answer_text_is_timed_by_its_first_arguments_delta() -> None:
+    """auto: the model may write before it calls; TTFT is the text's first token, TTFTC the call's."""
+    text_then_call = [
+        event("response.created", response={}),
+        event("response.output_text.delta", output_index=0, delta="Let me check."),
+        *call_events(("get_time", '{"timezone": "UTC"}'))[1:],
+    ]
+    record = run(spec(tools=TOOLS), text_then_call)
+    assert record.ok and record.ttft_us == 20_000 and record.ttftc_us == 40_000  # after the call's added item
 
 
 def test_the_fault_server_streams_a_function_call_on_responses(fault_server: str) -> None:
@@ -111,3 +134,25 @@ def test_the_fault_server_streams_a_function_call_on_responses(fault_server: str
     assert record.ok and record.ttftc_us == record.ttft_us, record.error_message
     bad = fault_stream(fault_server, "responses", "tool_call=1,json=3,tokens=4", tools)
     assert bad.error_kind == ErrorKind.INVALID_OUTPUT and "tool call 'get_weather'" in (bad.error_message or "")
+
+
+def test_the_options_tools_replace_a_dataset_entrys_tools_and_its_choice(tmp_path: Path) -> None:
+    """An entry's chat-shaped `tool_choice` would be refused on responses (vLLM 0.32: HTTP 400) and unknown
+    to the check: with --tools, the entry's tools and choice give way to the options' own."""
+    import random
+
+    from slogate.locustfiles.load.workload import Workload
+
+    entry = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "tools": [{"type": "function"}]}
+    entry["tool_choice"] = {"type": "function", "function": {"name": "get_time"}}
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text(json.dumps(entry | {"temperature": 0.5}) + "\n")
+    config = WorkloadConfig(endpoint="responses", dataset=str(dataset), tools=TOOLS)
+    body = Workload(config, "m", 1.0).next_request(random.Random(0)).body
+    assert "tool_choice" not in body and [t["name"] for t in body["tools"]] == ["get_weather", "get_time"]
+    assert body["temperature"] == 0.5  # the entry's other fields still go out
+    named = WorkloadConfig(endpoint="responses", dataset=str(dataset), tools=TOOLS, tool_choice="get_weather")
+    assert Workload(named, "m", 1.0).next_request(random.Random(0)).body["tool_choice"] == {
+        "type": "function",
+        "name": "get_weather",
+    }

@@ -62,7 +62,7 @@ def test_master_merges_two_workers_and_loses_nothing_with_stop_timeout(own_fault
     assert code == 0, err[-2000:]
     total = report["metrics"]["all"]
     # Every request the server answered is in the merged histograms: none lost at the end.
-    assert total["requests"] == answered(log) and total["requests"] >= 8
+    assert total["requests"] == answered(log) and total["requests"] >= 10  # min_samples: fewer is inconclusive
     assert total["ttft_ms"]["count"] == total["requests"]
     assert total["ttft_ms"]["p95"] >= 20  # the server holds every first token for 20 ms
     assert report["run"]["mode"] == "master" and report["run"]["workers"] == 2 == report["run"]["workers_complete"]
@@ -99,5 +99,5 @@ def test_processes_on_one_machine_merge_the_same_way(own_fault_server, locust_ru
     total = run.report["metrics"]["all"]
     # As in test_master_merges_two_workers_and_loses_nothing_with_stop_timeout: the run time counts from the
     # master's start, and on a loaded machine the workers' users may send for a fraction of it.
-    assert total["requests"] == answered(log) and total["requests"] >= 8
+    assert total["requests"] == answered(log) and total["requests"] >= 10  # min_samples: fewer is inconclusive
     assert run.report["run"]["mode"] == "master" and run.report["run"]["workers_complete"] == 2
