@@ -239,6 +239,9 @@ ALONE = (
     # A 3 s run 80x over its target: beside other workers its event loop stalled 200+ ms (p99), a client delay
     # that could explain the miss, so the run was inconclusive, not the fail it tests.
     "tests/plugin/test_headless_gate.py::test_pass_and_fail[5-",
+    # A knee search in 5 s steps at 12-24 req/s: beside other workers a CI machine's stalls (p95 759 ms at 12
+    # req/s) were a client delay that explained the fail just above the knee, so the step was inconclusive.
+    "tests/launch/test_capacity.py::test_finds_the_fault_servers_known_knee_and_gates_on_it",
 )
 
 
