@@ -146,13 +146,13 @@ class SimulatedStep:
             heapq.heapreplace(free, start + factor[i] * self.shape.service_ms)
         return sent / 1000, waits + factor * self.shape.ttft_ms
 
-    def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
+    def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         sent, ttft = self.ttfts(rate, self.warmup_s + step_s)
         keep = sent >= self.warmup_s
         sent, ttft = sent[keep], ttft[keep]
         first = sent + ttft / 1000
         end, stop = self.warmup_s + step_s, None
-        if self.early_stop:
+        if self.early_stop and early_stop:
             store, added, order = MetricsStore(interval_s=1.0), 0, np.argsort(first)
             for at in np.arange(self.warmup_s + 1, end + 1e-9, 1.0):
                 while added < len(order) and first[order[added]] <= at:

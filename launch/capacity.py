@@ -63,12 +63,15 @@ def locust_step(
     percentiles on batches as long as the requests' measured correlation). Its output goes to
     `locust.log` in the step's report directory."""
 
-    def run(rate: float, step_s: float, report_dir: Path) -> Report:
+    stops_early = early_stop  # the step's own: a pooled step's later runs are whole whatever it says
+
+    def run(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
+        early = stops_early and early_stop
         extra = [
             # Overridable: the window and time series resolution.
             *(["--slo-abort-on-fail", "--slo-window-s", f"{step_s:g}"] if abort_on_fail else []),
-            *(["--slo-stop-when-decided"] if early_stop else []),
-            *(["--slo-correlated-requests"] if early_stop and correlated else []),
+            *(["--slo-stop-when-decided"] if early else []),
+            *(["--slo-correlated-requests"] if early and correlated else []),
             "--slo-interval-s", "1",
             *locust_args,
             # What makes the step this step: not overridable.

@@ -2,9 +2,10 @@
 
 One step at R, decided by the anytime-valid bounds (launch/knee_interval.py): it ends as soon as
 every objective is decided at `--slo-confidence`, pass or fail, which far from the knee takes
-seconds; left undecided at `--step-s` it is run again twice as long, once (its budget), then
-reported undecided (exit 3). Its result is a `CapacityResult` of one step, so the files, the exit
-code (0 pass, 1 fail, 3 undecided) and the summary of several profiles are the search's.
+seconds; left undecided at `--step-s` it is run again (per request: twice as long, once; on
+batches: up to 3 runs pooled, the later ones whole), then reported undecided (exit 3). Its result
+is a `CapacityResult` of one step, so the files, the exit code (0 pass, 1 fail, 3 undecided) and
+the summary of several profiles are the search's.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from slogate.launch.knee_interval import FAIL, PASS, UNDECIDED, StepJudge, interval
 from slogate.launch.knee_next import next_rate, side
@@ -42,7 +42,15 @@ from slogate.slo.gate.record import ALL
 from slogate.slo.gate.report import Report, goodput_summary
 from slogate.slo.gate.verdict import Outcome, Verdict
 
-RunStep = Callable[[float, float, Path], Report]  # (offered rate in req/s, measured seconds, report dir) -> report
+
+class RunStep(Protocol):
+    """One run of a step: (offered rate in req/s, measured seconds, report dir) -> its report.
+    `early_stop=False`: the run goes its whole time even where its own data decide sooner (a later run
+    of a step whose runs are pooled: stopped on its own decision, it would end before the pool decides)."""
+
+    def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report: ...
+
+
 SERVER_FIGURES = ("prefix_cache_hit_rate", "kv_cache_usage_max", "num_requests_waiting_max", "preemptions")
 
 
@@ -337,7 +345,7 @@ def _judge_rate(
     for attempt_s in judge.attempts(step_s):
         attempts += 1
         where = report_dir if attempts == 1 else report_dir.with_name(f"{report_dir.name}-{attempts}")
-        report = run_once(run_step, rate, attempt_s, where)
+        report = run_once(run_step, rate, attempt_s, where, early_stop=attempts == 1 or not judge.pools)
         decision = judge.decide(report, reports)
         reports.append(report)
         inconclusive = report.verdict == Verdict.INCONCLUSIVE  # twice: the search stops there
@@ -346,11 +354,11 @@ def _judge_rate(
     return step_from_report(rate, report, attempts, attempt_s, time.monotonic() - started, where, decision), report
 
 
-def run_once(run_step: RunStep, rate: float, step_s: float, where: Path) -> Report:
+def run_once(run_step: RunStep, rate: float, step_s: float, where: Path, early_stop: bool = True) -> Report:
     """One run at `rate`; CapacityInputError when it wrote no report (exit 3), could not be judged
     or was not gated (exit 2)."""
     try:
-        report = run_step(rate, step_s, where)
+        report = run_step(rate, step_s, where, early_stop=early_stop)
     except NoReport as e:
         raise CapacityInputError(str(e), exitcodes.INCONCLUSIVE) from None
     if report.verdict == Verdict.ERROR:

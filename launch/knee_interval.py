@@ -75,6 +75,11 @@ class StepJudge:
     # or AUTO: on batches as long as each step's measured correlation (slo/gate/correlation.py).
     batch_s: float | str | None = None
 
+    @property
+    def pools(self) -> bool:
+        """Whether a step's runs are judged together (on batches): then its later runs go whole."""
+        return self.batch_s is not None
+
     def attempts(self, step_s: float) -> tuple[float, ...]:
         """The measured seconds of each run a step may take: run again twice as long, once; on
         batches, runs of `step_s` pooled until about twice the batches a clean pass needs."""

@@ -46,7 +46,7 @@ class FakeServer:
         self.knee, self.thin, self.workload = knee, thin, workload
         self.calls: list[tuple[float, float]] = []
 
-    def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
+    def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         self.calls.append((rate, step_s))
         return report_at(100 if rate <= self.knee else 400, 5 if rate in self.thin else 150, self.workload)
 
@@ -94,7 +94,7 @@ def test_min_capacity_gates_on_the_rate_found(tmp_path: Path) -> None:
 
 
 def test_a_step_that_is_a_usage_error_stops_the_search(tmp_path: Path) -> None:
-    def bad(rate: float, step_s: float, report_dir: Path) -> Report:
+    def bad(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         return usage_error("--arrival-process must be one of constant, poisson, gamma")
 
     with pytest.raises(CapacityInputError, match="could not be judged: --arrival-process"):
@@ -104,7 +104,7 @@ def test_a_step_that_is_a_usage_error_stops_the_search(tmp_path: Path) -> None:
 def test_a_step_whose_run_wrote_no_report_keeps_the_steps_before_it(tmp_path: Path) -> None:
     server = FakeServer(20.0)
 
-    def crashes_at_the_third_step(rate: float, step_s: float, report_dir: Path) -> Report:
+    def crashes_at_the_third_step(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         if len(server.calls) == 2:
             return read_report(report_dir)  # nothing there: as when Locust died
         return server(rate, step_s, report_dir)
@@ -195,7 +195,7 @@ def test_a_profile_whose_search_fails_is_a_row_of_the_summary_and_the_others_sti
     def locust_step(url: str, **kw: object):
         server = servers[url]
 
-        def step(rate: float, step_s: float, report_dir: Path) -> Report:
+        def step(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
             if url == "a" and len(server.calls) == 2:
                 return read_report(report_dir)  # as when Locust died
             return server(rate, step_s, report_dir)
@@ -258,7 +258,7 @@ def fake_profiles(monkeypatch: pytest.MonkeyPatch, steps: dict[str, RunStep]) ->
 def test_options_a_search_refuses_mark_the_later_profiles_not_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refused(rate: float, step_s: float, report_dir: Path) -> Report:
+    def refused(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         return usage_error("--arrival-process must be one of constant, poisson, gamma")
 
     fake_profiles(monkeypatch, {"x": refused, "y": FakeServer(20.0)})
@@ -286,7 +286,7 @@ def test_a_host_search_stopped_by_a_lost_report_exits_with_what_its_steps_proved
     """`--host`: the steps before the one that wrote no report met (or missed) the minimum."""
     server = FakeServer(knee)
 
-    def dies_at_the_second_step(rate: float, step_s: float, report_dir: Path) -> Report:
+    def dies_at_the_second_step(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         return read_report(report_dir) if server.calls else server(rate, step_s, report_dir)
 
     monkeypatch.setattr(command.capacity, "locust_step", lambda url, **kw: dies_at_the_second_step)
@@ -305,7 +305,7 @@ def test_a_search_that_failed_after_proving_the_capacity_too_low_exits_1(tmp_pat
     of 10 req/s whatever came next, so exit 1 (proven), not 3, and capacity.json says so."""
     server = FakeServer(1.0)
 
-    def dies_at_the_second_step(rate: float, step_s: float, report_dir: Path) -> Report:
+    def dies_at_the_second_step(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         return read_report(report_dir) if server.calls else server(rate, step_s, report_dir)
 
     with pytest.raises(CapacityInputError) as e:

@@ -43,7 +43,7 @@ class NoisyServer:
     def __init__(self) -> None:
         self.calls: list[tuple[float, float]] = []
 
-    def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
+    def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         self.calls.append((rate, step_s))
         if rate <= 18:
             return report(0)
@@ -81,10 +81,39 @@ def test_the_knee_is_an_interval_of_decided_steps_and_undecided_ones_in_the_brac
     assert headline(result) == f"capacity {low:g}-{high:g} req/s (99 %)"
 
 
+@pytest.mark.parametrize(("batch_s", "early"), [("auto", [True, False, False]), (None, [True, True])])
+def test_a_pooled_steps_later_runs_go_whole(tmp_path: Path, batch_s: str | None, early: list[bool]) -> None:
+    """Runs judged together (on batches): a later run stopped on its own early decision would end before
+    the pool decides (seen in CI: a first run a loaded machine left undecided, two more stopped at 10 s
+    on their own, the pool never grew). Runs judged apart (per request) keep their early stop."""
+    from slogate.launch.capacity_at import judge_at_rate
+
+    asked: list[bool] = []
+
+    def undecided(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
+        asked.append(early_stop)
+        return report(0, samples=20)  # 20 requests all under: too few to decide on any run or pool
+
+    result = judge_at_rate(undecided, 12, SearchSettings(step_s=4), tmp_path, StepJudge(SPEC, batch_s=batch_s))
+    assert asked == early and result.steps[0].decision == "undecided"
+
+
+def test_a_whole_run_of_a_step_sends_no_early_stop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from slogate.launch import capacity
+
+    sent: list[list[str]] = []
+    monkeypatch.setattr(capacity.runner, "run_locust", lambda host, out, **kw: sent.append(kw["extra"]) or report(0))
+    step = capacity.locust_step("http://x", slo_file="slo.yaml", warmup_s=1, early_stop=True, correlated=True)
+    step(12, 30, tmp_path, early_stop=False)
+    step(12, 30, tmp_path)
+    assert "--slo-stop-when-decided" not in sent[0] and "--slo-correlated-requests" not in sent[0]
+    assert "--slo-stop-when-decided" in sent[1] and "--slo-correlated-requests" in sent[1]
+
+
 def test_a_pass_decided_with_a_late_client_is_a_pass_never_run_again(tmp_path: Path) -> None:
     calls: list[float] = []
 
-    def late_client(rate: float, step_s: float, report_dir: Path) -> Report:
+    def late_client(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         calls.append(rate)
         if rate > 20:
             return report(150)

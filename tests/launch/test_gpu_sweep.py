@@ -36,7 +36,7 @@ def summary(p95: float, failures: int = 0, dropped: int = 0) -> dict:
     return {"verdict": "pass" if p95 <= 200 else "fail", "all": total, "saturated": False}
 
 
-def server_at(rate: float, step_s: float, report_dir: Path) -> Report:
+def server_at(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
     """A server whose p95 TTFT crosses the 200 ms target at 13.5 req/s, judged as a Locust step would be."""
     store = MetricsStore()
     ttft_us = int(200_000 * rate / 13.5)
@@ -68,7 +68,7 @@ def test_the_capacity_is_slogate_capacitys_search_from_there(tmp_path: Path) -> 
 
 
 def test_a_step_that_cannot_be_judged_is_recorded_not_raised(tmp_path: Path) -> None:
-    def ungated(rate: float, step_s: float, report_dir: Path) -> Report:
+    def ungated(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         return judge(None, MetricsStore(), RunInfo())
 
     found = profile_sweep(tmp_path, {4.0: 60}).search_capacity(ungated)

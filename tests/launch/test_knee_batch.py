@@ -59,7 +59,7 @@ def test_a_step_on_batches_is_runs_of_step_s_pooled_until_decided(tmp_path: Path
     runs: list[float] = []
 
     def server(over_ms: float) -> RunStep:
-        def run(rate: float, step_s: float, report_dir: Path) -> Report:
+        def run(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
             runs.append(step_s)
             return step_report([over_ms] * int(10 * step_s))  # 10 req/s: 29 whole batches of 1 s a run
 

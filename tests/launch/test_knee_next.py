@@ -22,7 +22,7 @@ class Server:
         self.clean, self.over_16 = clean, over_16
         self.calls: list[float] = []
 
-    def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
+    def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         self.calls.append(rate)
         every = 0 if rate <= self.clean else 25 if rate < 16 else self.over_16 if rate < 24 else 1
         ttfts = [400.0 if every and i % every == every - 1 else 100.0 for i in range(int(rate * step_s))]
@@ -83,7 +83,7 @@ def test_a_rate_judged_again_counts_by_its_later_step(tmp_path: Path) -> None:
     capacity is 8 (the later step), not 16 with 16 also the first failing rate."""
 
     class Flips(Server):
-        def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
+        def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
             self.over_16 = 15 if self.calls.count(16) else 25  # 6.7 % over from the second run at 16
             return super().__call__(rate, step_s, report_dir)
 

@@ -33,7 +33,7 @@ class Server:
         self.knee, self.fooled = knee, fooled
         self.calls: list[tuple[float, float]] = []
 
-    def __call__(self, rate: float, step_s: float, report_dir: Path) -> Report:
+    def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         self.calls.append((rate, step_s))
         fine = rate <= self.knee or (step_s < 10 and rate <= self.fooled)
         return report_at(100 if fine else 400, max(int(rate * step_s), 150 if step_s >= 10 else 0))
