@@ -60,13 +60,11 @@ class OutputSpec:
         if self.tools:
             flat = self.endpoint == "responses"  # the Responses API's tools: the function's fields at the top
             fields["tools"] = [{"type": "function", **t["function"]} for t in self.tools] if flat else list(self.tools)
-            named = {"name": self.tool_choice}
             if self.tool_choice in TOOL_CHOICES:
                 fields["tool_choice"] = self.tool_choice
             elif self.tool_choice:
-                fields["tool_choice"] = (
-                    {"type": "function", **named} if flat else {"type": "function", "function": named}
-                )
+                named = {"name": self.tool_choice}
+                fields["tool_choice"] = {"type": "function", **(named if flat else {"function": named})}
         if self.schema is not None:
             if self.endpoint == "responses":
                 fields["text"] = {"format": {"type": "json_schema", "name": self.schema_name, "schema": self.schema}}

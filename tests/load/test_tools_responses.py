@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from slogate.locustfiles.load.output_check import load
 from slogate.locustfiles.load.sse import SHAPE_ERRORS, SseParser, apply_responses_event
 from slogate.locustfiles.load.timer import StreamTimer
 from slogate.locustfiles.load.workload import WorkloadConfig
@@ -15,12 +14,11 @@ from slogate.slo.gate.record import ErrorKind, RequestRecord
 
 from tests.conftest import DATA
 from tests.load.test_tools import SCHEMA, TOOLS, fault_stream
+from tests.load.test_tools import spec as chat_spec
 
 
 def spec(**kw: str):
-    out = load(WorkloadConfig(endpoint="responses", **kw))
-    assert out is not None
-    return out
+    return chat_spec(endpoint="responses", **kw)
 
 
 def test_the_tools_go_in_the_responses_apis_flat_shape() -> None:
