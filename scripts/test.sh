@@ -47,13 +47,19 @@ fi
 # one after another, those on the real vLLM CPU server (`vllm`: the server computes on every core)
 # and the few that need the machine to themselves (`alone`). A `-m EXPR` (its own argument)
 # given here narrows each phase's own. SLOGATE_TEST_WORKERS=0 runs everything in one process; N > 1
-# runs N - 1 workers beside the serial process.
-workers="${SLOGATE_TEST_WORKERS:-4}"
+# runs N - 1 workers beside the serial process. The first phase's tests mostly wait: on 2 cores, 5
+# workers and the serial process took it from 260 to 199 s (a full-core CPU hog beside 3 workers
+# slowed it not at all), the serial process now the longest.
+workers="${SLOGATE_TEST_WORKERS:-6}"
 case "$workers" in
   '' | *[!0-9]*) echo "slogate: error: SLOGATE_TEST_WORKERS must be a number, not '$workers'" >&2; exit 2 ;;
 esac
+# A failed test runs once more (pytest-rerunfailures), listed as RERUN in the summary: hundreds of
+# tests time real processes on a shared 2-core machine, and one stalled moment there failed a
+# different one of them in each of several CI runs. A failure that repeats fails the suite.
+rerun=(--reruns 1 -rR)
 if [ "$workers" = 0 ]; then
-  exec .venv/bin/python -m pytest --durations=15 "$@"
+  exec .venv/bin/python -m pytest --durations=15 "${rerun[@]}" "$@"
 fi
 user_marks="" basetemp="" args=()
 while [ $# -gt 0 ]; do
@@ -95,7 +101,8 @@ phase() {  # NAME (its --basetemp folder) and its pytest options
   local code=0
   temp_of "$1"
   shift
-  .venv/bin/python -m pytest --durations=15 ${phase_temp[@]+"${phase_temp[@]}"} "$@" ${args[@]+"${args[@]}"} || code=$?
+  .venv/bin/python -m pytest --durations=15 "${rerun[@]}" ${phase_temp[@]+"${phase_temp[@]}"} "$@" \
+    ${args[@]+"${args[@]}"} || code=$?
   judged "$code"
 }
 # A pytest process, not an xdist group (pytest-xdist 3.8 does not group under pytest 9.2, pytest-xdist#1386),
@@ -103,7 +110,7 @@ phase() {  # NAME (its --basetemp folder) and its pytest options
 # `&` without job control would ignore it).
 serial_log=.venv/test-serial.log
 temp_of serial
-(trap - INT QUIT; exec setsid .venv/bin/python -m pytest --durations=15 ${phase_temp[@]+"${phase_temp[@]}"} \
+(trap - INT QUIT; exec setsid .venv/bin/python -m pytest --durations=15 "${rerun[@]}" ${phase_temp[@]+"${phase_temp[@]}"} \
   -m "$(marks 'serial and not vllm and not alone')" ${args[@]+"${args[@]}"} -n 0) >"$serial_log" 2>&1 &
 serial_pid=$!
 phase parallel -n "$((workers > 1 ? workers - 1 : 1))" -m "$(marks 'not vllm and not alone and not serial')"
