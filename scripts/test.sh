@@ -56,10 +56,11 @@ case "$workers" in
 esac
 # A failed test runs once more (pytest-rerunfailures), listed as RERUN in the summary: hundreds of
 # tests time real processes on a shared 2-core machine, and one stalled moment there failed a
-# different one of them in each of several CI runs. A failure that repeats fails the suite.
-rerun=(--reruns 1 -rR)
+# different one of them in each of several CI runs. A failure that repeats fails the suite. (Off in
+# pyproject.toml's addopts; the single-process runs leave xdist out, beside which it starts a thread.)
+rerun=(-p rerunfailures --reruns 1 -rR)
 if [ "$workers" = 0 ]; then
-  exec .venv/bin/python -m pytest --durations=15 "${rerun[@]}" "$@"
+  exec .venv/bin/python -m pytest --durations=15 "${rerun[@]}" -p no:xdist "$@"
 fi
 user_marks="" basetemp="" args=()
 while [ $# -gt 0 ]; do
@@ -111,7 +112,7 @@ phase() {  # NAME (its --basetemp folder) and its pytest options
 serial_log=.venv/test-serial.log
 temp_of serial
 (trap - INT QUIT; exec setsid .venv/bin/python -m pytest --durations=15 "${rerun[@]}" ${phase_temp[@]+"${phase_temp[@]}"} \
-  -m "$(marks 'serial and not vllm and not alone')" ${args[@]+"${args[@]}"} -n 0) >"$serial_log" 2>&1 &
+  -m "$(marks 'serial and not vllm and not alone')" ${args[@]+"${args[@]}"} -p no:xdist) >"$serial_log" 2>&1 &
 serial_pid=$!
 phase parallel -n "$((workers > 1 ? workers - 1 : 1))" -m "$(marks 'not vllm and not alone and not serial')"
 serial_code=0
@@ -120,6 +121,6 @@ serial_pid=
 echo "slogate: the serial tests, run one at a time beside those ($serial_log):"
 cat "$serial_log"
 judged "$serial_code"
-phase vllm -m "$(marks 'vllm or alone')"
+phase vllm -m "$(marks 'vllm or alone')" -p no:xdist
 [ "$selected" = 1 ] || exit 5
 exit "$status"

@@ -9,11 +9,9 @@ for the folders named on the command line, else when collection reaches it (alph
 before any test module). pytest's plugins import ssl earlier still (anyio's): gevent's warning about
 it is known and silenced.
 
-All but threads: under pytest-xdist (scripts/test.sh runs the tests that only wait on parallel
-workers) threads carry each worker's results to the controller (execnet), and in any pytest process
-pytest-rerunfailures' status server is a thread started before this (patching threads then hung the
-next import: a module lock held under the thread's old identity). The controller, which runs no
-test, patches nothing.
+Under pytest-xdist (scripts/test.sh runs the tests that only wait on parallel workers) each worker
+patches all but threads, which carry its results to the controller (execnet); the controller, which
+runs no test, patches nothing.
 """
 
 import os
@@ -42,8 +40,11 @@ if WORKER or not starts_xdist_workers([*sys.argv[1:], *os.environ.get("PYTEST_AD
 
     with warnings.catch_warnings():  # ssl comes first (pytest's plugins import it, anyio's): known, not news
         warnings.simplefilter("ignore", MonkeyPatchWarning)
-        patch_all(thread=False, threading=False)
-        os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"  # Locust would patch threads too
-        import locust  # noqa: F401
+        if WORKER:
+            patch_all(thread=False, threading=False)
+            os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"  # Locust would patch threads too
+            import locust
 
-        del os.environ["LOCUST_SKIP_MONKEY_PATCH"]  # the Locust processes the tests start patch themselves
+            del os.environ["LOCUST_SKIP_MONKEY_PATCH"]  # the Locust processes the tests start patch themselves
+        else:
+            import locust  # noqa: F401

@@ -6,11 +6,11 @@ servers: never a negative hit rate, and the report says when the server restarte
 The server is the session's (`vllm_session`): the test leaves it started again and warmed up, on
 the same port, for the tests after it (one CPU start fewer in the suite)."""
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import gevent
 import pytest
 from slogate.slo.gate.facts import from_utc_iso
 from slogate.slo.plugin.scraper import fetch
@@ -22,11 +22,13 @@ pytestmark = pytest.mark.vllm
 
 # The run: a few seconds on the first server, the restart (16-20 s measured on 2 cores, 37 s once
 # in CI), and the rest on the second server. It ends once its p50 is decided on SAMPLES requests,
-# more than the first server answers before the kill: a few seconds into the second server. Its
+# more than the first server answers before the kill (its user sends RATE requests a second, open
+# loop, so that a fast server does not answer them all first): a few seconds into the second server. Its
 # run time only bounds how slow a restart the test can take, so it follows the machine: the restart
 # takes about what the first start took.
 MIN_RUN_S = 45
 SAMPLES = 60
+RATE = 5  # ~20 requests before the kill, the other ~40 some 8 s after the restart
 SCRAPE_S = 1
 SUCCEEDED = "vllm:request_success_total"
 QUERIES = "vllm:prefix_cache_queries_total"
@@ -77,17 +79,17 @@ def test_a_server_restarted_mid_run_is_a_gap_of_connect_failures_and_summed_coun
         "slos:\n  - {name: p50, metric: ttft, percentile: 50, max_ms: 30000}\n"
         f"  - {{name: hits, metric: prefix_cache_hit_rate, min: 0}}\nmin_samples: {SAMPLES}\n"
     )
-    outcome: list[LocustRun] = []
     run_s = max(MIN_RUN_S, round(1.3 * restartable.start_s) + 20)  # the restart takes about a start
     argv = (
         "-u", "1", "-r", "1", "-t", f"{run_s}s", "--slo-file", str(slo), "--server-metrics-interval", str(SCRAPE_S),
         "--slo-interval-s", "1", "--shared-prefixes", "2", "--shared-prefix-tokens", "200",
         "--slo-stop-when-decided", "--slo-not-blocking", "hits",
         "--user-message-tokens", "16", "--max-tokens", "4", "--ignore-eos", "--seed", "5",
+        "--arrival-rate", str(RATE), "--arrival-process", "constant",
     )  # fmt: skip
     served_before = counter(SUCCEEDED)  # the session's earlier tests' requests
-    runner = threading.Thread(target=lambda: outcome.append(run_locust(restartable.url, tmp_path / "report", *argv)))
-    runner.start()
+    # A greenlet (this process is gevent's: tests/gevent_patch.py): the test's waits below let it run.
+    runner = gevent.spawn(run_locust, restartable.url, tmp_path / "report", *argv, locustfile="open-loop")
     counter.wait_for(SUCCEEDED, served_before + 8, timeout_s=60)  # priming (2) and a few measured requests
     # Two scrapes of the old server after the run's first requests: what a server counts after its
     # last scrape dies with it, and the test checks that the old server's part is in the figures.
@@ -96,9 +98,7 @@ def test_a_server_restarted_mid_run_is_a_gap_of_connect_failures_and_summed_coun
     healthy_at = restartable.start_again()
     assert healthy_at < killed_at + run_s - 10, f"the restart took {healthy_at - killed_at:.0f} s: too slow to test"
     counter.wait_for(SUCCEEDED, 3, timeout_s=30)  # the run's users reach the new server
-    runner.join(timeout=run_s + 120)
-    assert outcome, "the Locust run did not end"
-    run = outcome[0]
+    run: LocustRun = runner.get(timeout=run_s + 120)
     assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = run.report
     assert report["verdict"] == "pass"
