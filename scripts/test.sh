@@ -7,6 +7,14 @@ cd "$(dirname "$0")/.."
 # pytest process rewrite and compile every test module again (collection 9.2 -> 4.1 CPU-s), where
 # an environment sets PYTHONDONTWRITEBYTECODE. Their bytecode goes to __pycache__/ (git-ignored).
 unset PYTHONDONTWRITEBYTECODE
+# The workers are this script's to set (its single-process runs have no xdist, so no -n).
+for arg in "$@"; do
+  case "$arg" in
+    -n | -n?* | --numprocesses | --numprocesses=*)
+      echo "slogate: error: scripts/test.sh sets the parallel workers itself: SLOGATE_TEST_WORKERS=N, not $arg" >&2
+      exit 2 ;;
+  esac
+done
 bash scripts/setup.sh
 # Debian packages some tests drive, installed as root (one apt-get), skipped with the reason otherwise:
 # the web UI test drives a real headless Chromium and its driver, the Prometheus tests a real
@@ -58,7 +66,7 @@ esac
 # tests time real processes on a shared 2-core machine, and one stalled moment there failed a
 # different one of them in each of several CI runs. A failure that repeats fails the suite. (Off in
 # pyproject.toml's addopts; the single-process runs leave xdist out, beside which it starts a thread.)
-rerun=(-p rerunfailures --reruns 1 -rR)
+rerun=(-p rerunfailures --reruns 1 -raR)
 if [ "$workers" = 0 ]; then
   exec .venv/bin/python -m pytest --durations=15 "${rerun[@]}" -p no:xdist "$@"
 fi

@@ -89,16 +89,21 @@ def test_a_server_restarted_mid_run_is_a_gap_of_connect_failures_and_summed_coun
     )  # fmt: skip
     served_before = counter(SUCCEEDED)  # the session's earlier tests' requests
     # A greenlet (this process is gevent's: tests/gevent_patch.py): the test's waits below let it run.
-    runner = gevent.spawn(run_locust, restartable.url, tmp_path / "report", *argv, locustfile="open-loop")
-    counter.wait_for(SUCCEEDED, served_before + 8, timeout_s=60)  # priming (2) and a few measured requests
-    # Two scrapes of the old server after the run's first requests: what a server counts after its
-    # last scrape dies with it, and the test checks that the old server's part is in the figures.
-    time.sleep(2.5 * SCRAPE_S)
-    killed_at = restartable.kill()
-    healthy_at = restartable.start_again()
-    assert healthy_at < killed_at + run_s - 10, f"the restart took {healthy_at - killed_at:.0f} s: too slow to test"
-    counter.wait_for(SUCCEEDED, 3, timeout_s=30)  # the run's users reach the new server
-    run: LocustRun = runner.get(timeout=run_s + 120)
+    runner = gevent.spawn(
+        run_locust, restartable.url, tmp_path / "report", *argv, locustfile="open-loop", timeout=run_s + 60
+    )
+    try:  # a test failed on the way leaves no run loading the server for the tests after it
+        counter.wait_for(SUCCEEDED, served_before + 8, timeout_s=60)  # priming (2) and a few measured requests
+        # Two scrapes of the old server after the run's first requests: what a server counts after its
+        # last scrape dies with it, and the test checks that the old server's part is in the figures.
+        time.sleep(2.5 * SCRAPE_S)
+        killed_at = restartable.kill()
+        healthy_at = restartable.start_again()
+        assert healthy_at < killed_at + run_s - 10, f"the restart took {healthy_at - killed_at:.0f} s: too slow to test"
+        counter.wait_for(SUCCEEDED, 3, timeout_s=30)  # the run's users reach the new server
+        run: LocustRun = runner.get(timeout=run_s + 120)
+    finally:
+        runner.kill()  # run_locust kills its Locust process group on the way out
     assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = run.report
     assert report["verdict"] == "pass"
