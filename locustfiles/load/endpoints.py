@@ -98,8 +98,6 @@ def completions_body(
 def responses_input(messages: Messages) -> Messages:
     """Chat messages as the Responses API's `input`: text content as it is; content parts (images,
     a dataset's parts) as its own kinds, `input_text` and `input_image` (a URL or a data URI)."""
-    if all(isinstance(m["content"], str) for m in messages):
-        return messages
     return [m if isinstance(m["content"], str) else {**m, "content": _input_parts(m["content"])} for m in messages]
 
 

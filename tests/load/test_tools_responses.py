@@ -4,12 +4,13 @@ its `output_item.done`, against streams recorded from vLLM 0.32 (tiny model, `--
 --tool-call-parser pythonic`), crafted events and the fault server."""
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 from slogate.locustfiles.load.sse import SHAPE_ERRORS, SseParser, apply_responses_event
 from slogate.locustfiles.load.timer import StreamTimer
-from slogate.locustfiles.load.workload import WorkloadConfig
+from slogate.locustfiles.load.workload import Workload, WorkloadConfig
 from slogate.slo.gate.record import ErrorKind, RequestRecord
 
 from tests.conftest import DATA
@@ -137,10 +138,6 @@ def test_the_fault_server_streams_a_function_call_on_responses(fault_server: str
 def test_the_options_tools_replace_a_dataset_entrys_tools_and_its_choice(tmp_path: Path) -> None:
     """An entry's chat-shaped `tool_choice` would be refused on responses (vLLM 0.32: HTTP 400) and unknown
     to the check: with --tools, the entry's tools and choice give way to the options' own."""
-    import random
-
-    from slogate.locustfiles.load.workload import Workload
-
     entry = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "tools": [{"type": "function"}]}
     entry["tool_choice"] = {"type": "function", "function": {"name": "get_time"}}
     dataset = tmp_path / "d.jsonl"
