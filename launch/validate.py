@@ -170,10 +170,15 @@ def check_known_mistakes(profile: Profile) -> None:
 def parser_checks(vllm: VllmInstall, *profiles: Profile) -> list[ProfileCheck]:
     """Each profile judged by `vllm`'s own parser, in one interpreter start for all of them
     (importing vLLM takes seconds). Raises `InstallError` when that parser cannot be loaded."""
-    probe = run_probe(vllm, [["--model", p.model_path, *p.server_args()] for p in profiles])
+    probe = run_probe(vllm, [parser_argv(p) for p in profiles])
     parser = VllmParser(vllm.build, probe["version"])
     known = set(probe["flags"])
     return [_parser_check(p, parser, r, known) for p, r in zip(profiles, probe["results"], strict=True)]
+
+
+def parser_argv(profile: Profile) -> list[str]:
+    """What the parser judges of a profile: its model and its server arguments."""
+    return ["--model", profile.model_path, *profile.server_args()]
 
 
 def run_probe(vllm: VllmInstall, argvs: list[list[str]]) -> dict:

@@ -152,8 +152,10 @@ def hold(state: Path) -> int:
             partial.write_text(json.dumps(facts))
             partial.replace(path)
         # Each reaped as soon as it exits (a zombie's group lingers: `AdoptedServer.stop` would wait for
-        # it). The tests may kill the session's (a restart): their own server then takes its port.
-        while any(server.proc is not None and server.proc.poll() is None for server in servers):
+        # it), every one polled each time (`any` would stop at the first running one: the vision server,
+        # stopped first, waited 5 s for its reaping). The tests may kill the session's (a restart): their
+        # own server then takes its port.
+        while [server for server in servers if server.proc is not None and server.proc.poll() is None]:
             time.sleep(0.2)
         return 0
     finally:

@@ -22,7 +22,7 @@ def test_requests_spread_over_adapters_each_gated_and_the_server_shows_its_lora_
     )
     run = locust_run(
         vllm_server,
-        "-u", "2", "-r", "2", "-t", "15s", "--slo-file", str(slo), "--server-metrics-interval", "1",
+        "-u", "2", "-r", "2", "-t", "5s", "--slo-file", str(slo), "--server-metrics-interval", "1",
         "--adapters", "a:3,b:1", "--shared-prefix-tokens", "200", "--user-message-tokens", "16",
         "--max-tokens", "8", "--ignore-eos", "--seed", "3",
     )  # fmt: skip

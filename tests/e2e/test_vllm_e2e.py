@@ -16,7 +16,7 @@ def test_headless_run_shows_the_prefix_cache_effect_per_class(vllm_server: str, 
     )
     run = locust_run(
         vllm_server,
-        "-u", "1", "-r", "1", "-t", "15s", "--slo-file", str(slo), "--server-metrics-interval", "1",
+        "-u", "1", "-r", "1", "-t", "7s", "--slo-file", str(slo), "--server-metrics-interval", "1",
         "--shared-prefixes", "2", "--shared-prefix-tokens", "1000", "--user-message-tokens", "32",
         "--max-tokens", "8", "--ignore-eos", "--seed", "3",
     )  # fmt: skip
@@ -47,7 +47,7 @@ def test_headless_run_shows_the_prefix_cache_effect_per_class(vllm_server: str, 
 def test_openai_sdk_user_measures_the_same_server(vllm_server: str, tmp_path, locust_run) -> None:
     run = locust_run(
         vllm_server,
-        "-u", "1", "-t", "6s", "--shared-prefix-tokens", "500", "--max-tokens", "4", "--ignore-eos",
+        "-u", "1", "-t", "3s", "--shared-prefix-tokens", "500", "--max-tokens", "4", "--ignore-eos",
         locustfile="openai",
     )  # fmt: skip
     report = run.report
@@ -59,7 +59,7 @@ def test_openai_sdk_user_measures_the_same_server(vllm_server: str, tmp_path, lo
 def test_responses_endpoint_streams_from_vllm(vllm_server: str, locust_run) -> None:
     run = locust_run(
         vllm_server,
-        "-u", "1", "-t", "5s", "--endpoint", "responses", "--shared-prefix-tokens", "200", "--max-tokens", "4",
+        "-u", "1", "-t", "3s", "--endpoint", "responses", "--shared-prefix-tokens", "200", "--max-tokens", "4",
         "--ignore-eos",
     )  # fmt: skip
     total = run.report["metrics"]["all"]
@@ -93,7 +93,7 @@ def test_trace_replay_hits_vllms_prefix_cache_as_the_trace_implies(vllm_server: 
 
 @pytest.mark.parametrize("path", [datasets.SAMPLE_CHAT, datasets.SAMPLE_SHAREGPT], ids=["chat-jsonl", "sharegpt"])
 def test_both_dataset_formats_run_against_vllm(vllm_server: str, locust_run, path) -> None:
-    run = locust_run(vllm_server, "-u", "2", "-t", "8s", "--dataset", str(path))
+    run = locust_run(vllm_server, "-u", "2", "-t", "4s", "--dataset", str(path))
     total = run.report["metrics"]["all"]
     assert run.code == 0 and total["requests"] >= 3 and total["failures"] == 0, run.stderr[-2000:]
     if path == datasets.SAMPLE_SHAREGPT:

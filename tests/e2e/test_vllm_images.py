@@ -1,8 +1,8 @@
 """End to end against real vLLM CPU serving the tiny vision-language model (made offline,
 launch/vision_model.py, profile cpu-vision): chat requests with 0 or 1 generated image, each count
-gated as its own tag, the image's tokens in the server's usage (docs/workloads/images.md has 4 too:
-at ~9 s a request here, too slow for the suite). A server of its own (the session's text model
-has no vision encoder), which scripts/test.sh starts in the background before the parallel tests."""
+gated as its own tag, the image's tokens in the server's usage (docs/workloads/images.md has 4 too).
+A server of its own (the session's text model has no vision encoder), which scripts/test.sh starts in
+the background before the parallel tests."""
 
 import os
 from collections.abc import Iterator
@@ -58,7 +58,7 @@ def test_images_per_request_are_tagged_gated_and_counted_in_the_servers_prompt_t
         "  - {metric: error_rate, max: 0, class: images_1}\n"
         "min_samples: 2\n"
     )
-    run = locust_run(vision_server, *WORKLOAD, "-t", "15s", "--slo-file", str(slo))
+    run = locust_run(vision_server, *WORKLOAD, "-t", "5s", "--slo-file", str(slo))
     # Each image is one 512-pixel tile and a 2x2 split of it at 1024 pixels: 5 x 64 image tokens and
     # their markers, whatever the image's pixels (vLLM counts them in usage.prompt_tokens).
     assert 320 <= tokens_an_image_adds(run) <= 400, run.report["metrics"]["images_1"]
@@ -68,5 +68,5 @@ def test_images_per_request_are_tagged_gated_and_counted_in_the_servers_prompt_t
 
 def test_on_responses_the_images_are_input_image_parts_the_server_counts(vision_server: str, locust_run) -> None:
     """/v1/responses takes the images as `input_image` parts (vLLM 0.32): the same tokens per image as chat."""
-    run = locust_run(vision_server, *WORKLOAD, "-t", "6s", "--endpoint", "responses")
+    run = locust_run(vision_server, *WORKLOAD, "-t", "4s", "--endpoint", "responses")
     assert 320 <= tokens_an_image_adds(run) <= 400, run.report["metrics"]["images_1"]

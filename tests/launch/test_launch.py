@@ -291,7 +291,6 @@ def test_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
             server.start()
 
 
-@pytest.mark.vllm
 def test_real_vllm_that_fails_at_startup_leaves_no_orphans(tmp_path: Path) -> None:
     profile = load_profile("cpu-tiny")
     try:

@@ -1,6 +1,7 @@
 """Profiles checked against the seed's known mistakes and the installed vLLM's own parser, on
 any machine: `slogate validate` and `slogate launch --dry-run` with the other build or no vLLM."""
 
+import fcntl
 import json
 import os
 import re
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from slogate.launch import launcher, validate
 from slogate.launch.installation import VllmInstall, find_vllm
-from slogate.launch.profile import load_profile
+from slogate.launch.profile import Profile, load_profile
 from slogate.launch.validate import (
     REMOVED_FLAGS,
     ProfileCheck,
@@ -26,27 +27,49 @@ from slogate.launch.validate import (
 from slogate import cli
 
 _real_probe = validate.run_probe
-_probed: dict[tuple[str, str], dict] = {}  # (vLLM's python, argv) -> what its parser said
-_about: dict[str, dict] = {}  # vLLM's python -> its version and flags
+
+
+class ParserAnswers:
+    """What the installed vLLM's parser said of each argument list, shared by this module's tests in
+    every pytest process of the session (a JSON file beside the workers' temp folders, under a lock):
+    loading that parser takes ~10 s on 2 cores, and the parallel workers (pytest-xdist) would each
+    load it for the tests they were given. The first miss judges every argument list the module
+    needs (`judged_profiles`) in one start."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / "vllm-parser-answers.json"
+
+    def probe(self, vllm: VllmInstall, argvs: list[list[str]]) -> dict:
+        """`validate.run_probe`'s answer, from the file where it holds every argument list asked for."""
+        python = str(vllm.python)
+        with (self.folder / "vllm-parser-answers.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            saved = json.loads(self.path.read_text()) if self.path.exists() else {}
+            known = saved.get(python, {"results": {}})
+            todo = [key for key in map(json.dumps, argvs) if key not in known["results"]]
+            if todo or "version" not in known:
+                wanted = list(
+                    dict.fromkeys(
+                        todo + [json.dumps(validate.parser_argv(p)) for p in judged_profiles(vllm, self.folder)]
+                    )
+                )
+                out = _real_probe(vllm, [json.loads(key) for key in wanted])
+                known = {"version": out["version"], "flags": out["flags"],
+                         "results": {**known["results"], **dict(zip(wanted, out["results"], strict=True))}}  # fmt: skip
+                self.path.write_text(json.dumps({**saved, python: known}))
+        return {"version": known["version"], "flags": known["flags"],
+                "results": [known["results"][json.dumps(a)] for a in argvs]}  # fmt: skip
 
 
 @pytest.fixture(scope="module", autouse=True)
-def each_argv_parsed_once() -> Iterator[None]:
-    """Loading vLLM's parser takes about 10 s on 2 cores: in this module every distinct argument
-    list goes through the real parser once (many in one start: `verdicts`), and later asks reuse its
-    answer; a test counts the starts a command asks for by wrapping this probe."""
-
-    def probe(vllm: VllmInstall, argvs: list[list[str]]) -> dict:
-        python = str(vllm.python)
-        todo = [a for a in argvs if (python, json.dumps(a)) not in _probed]
-        if todo or python not in _about:
-            out = _real_probe(vllm, todo)
-            _about[python] = {"version": out["version"], "flags": out["flags"]}
-            _probed.update({(python, json.dumps(a)): r for a, r in zip(todo, out["results"], strict=True)})
-        return {**_about[python], "results": [_probed[(python, json.dumps(a))] for a in argvs]}
-
+def each_argv_parsed_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every distinct argument list goes through the real parser once in the session (`ParserAnswers`);
+    a test counts the starts a command asks for by wrapping this probe."""
+    base = tmp_path_factory.getbasetemp()
+    answers = ParserAnswers(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(validate, "run_probe", probe)
+        mp.setattr(validate, "run_probe", answers.probe)
         yield
 
 
@@ -114,35 +137,37 @@ def other_build_flag(other: str) -> str:
     return f"extends: tuned\nbuild: {other}\nargs: {{only-on-the-{other}-build: 1}}\n"
 
 
+def judged_profiles(vllm: VllmInstall, folder: Path) -> list[Profile]:
+    """The built-in profiles, each of REJECTED's variants of cpu-demo, then the profiles of
+    `test_validate_judges_several_profiles_with_one_parser_start` that are not built in (in `folder`)."""
+    demo = load_profile("cpu-demo")
+    bad = [replace(demo, args={**demo.args, **args}) for args, _ in REJECTED]
+    (folder / "bad-value.yaml").write_text(BAD_VALUE)
+    (folder / "other-build-flag.yaml").write_text(other_build_flag("gpu" if vllm.build == "cpu" else "cpu"))
+    later = [load_profile(str(folder / name)) for name in ("bad-value.yaml", "other-build-flag.yaml")]
+    return [*(load_profile(n) for n in BUILTIN), *bad, *later]
+
+
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str | None]]:
     """The built-in profiles, then each of REJECTED's variants of cpu-demo, through the installed
-    vLLM's parser in one start of it (importing vLLM takes seconds); in the same start, the arguments
-    of `test_validate_judges_several_profiles_with_one_parser_start`'s profiles."""
-    demo = load_profile("cpu-demo")
+    vLLM's parser (one start of it for the session: `ParserAnswers`)."""
     try:
-        vllm = launcher.locate_vllm(demo, install=False)
+        vllm = launcher.locate_vllm(load_profile("cpu-demo"), install=False)
     except Exception as e:
         if os.environ.get("SLOGATE_REQUIRE_VLLM") == "1":
             raise
         pytest.skip(str(e))
-    bad = [replace(demo, args={**demo.args, **args}) for args, _ in REJECTED]
-    other = tmp_path_factory.mktemp("profiles")
-    (other / "bad-value.yaml").write_text(BAD_VALUE)
-    (other / "other-build-flag.yaml").write_text(other_build_flag("gpu" if vllm.build == "cpu" else "cpu"))
-    later = [load_profile(str(other / name)) for name in ("bad-value.yaml", "other-build-flag.yaml")]
-    version, rejections = vllm_rejections(vllm, *(load_profile(n) for n in BUILTIN), *bad, *later)
-    return version, rejections[: len(BUILTIN) + len(bad)]
+    version, rejections = vllm_rejections(vllm, *judged_profiles(vllm, tmp_path_factory.mktemp("profiles")))
+    return version, rejections[: len(BUILTIN) + len(REJECTED)]
 
 
-@pytest.mark.vllm
 def test_the_installed_parser_accepts_every_builtin_profile(verdicts) -> None:
     # The GPU profiles' flags exist in the CPU build too: its parser is the same.
     version, rejections = verdicts
     assert version == "0.32.0" and rejections[: len(BUILTIN)] == [None] * len(BUILTIN)
 
 
-@pytest.mark.vllm
 @pytest.mark.parametrize(("i", "expected"), [(i, expected) for i, (_, expected) in enumerate(REJECTED)])
 def test_the_installed_parser_rejects_unknown_flags_and_bad_values(verdicts, i: int, expected: str) -> None:
     rejection = verdicts[1][len(BUILTIN) + i]
@@ -169,7 +194,6 @@ JUDGED_BY = re.compile(
 )
 
 
-@pytest.mark.vllm
 @pytest.mark.parametrize("name", ["tuned", "baseline", "tuned-awq"])
 def test_dry_run_of_a_gpu_profile_works_with_whichever_vllm_is_here(name: str, capsys) -> None:
     found = installed_vllm()
@@ -218,13 +242,8 @@ def test_a_seed_mistake_exits_2_with_its_one_line_message_anywhere(
     assert err == [f"slogate: error: {path.resolve()}: field 'args': {REMOVED_FLAGS[flag]}"]
 
 
-@pytest.mark.vllm
-def test_validate_judges_several_profiles_with_one_parser_start(
-    tmp_path: Path, monkeypatch, capsys, request: pytest.FixtureRequest
-) -> None:
+def test_validate_judges_several_profiles_with_one_parser_start(tmp_path: Path, monkeypatch, capsys) -> None:
     found = installed_vllm()
-    if found.build == "cpu":
-        request.getfixturevalue("verdicts")  # its parser start judged these profiles' arguments already
     starts: list[int] = []
     probe = validate.run_probe
 
