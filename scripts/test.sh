@@ -52,12 +52,12 @@ fi
 # runs against the fault server, on subprocesses; their Locust runs forked from a process that has
 # imported Locust and slogate: tests/locust_fork.py), and beside them, in a pytest process of its
 # own, one at a time, those that time the machine too (`serial`: tests/conftest.py). The second runs,
-# one after another, those on the real vLLM CPU server (`vllm`: the server computes on every core)
-# and the few that need the machine to themselves (`alone`). A `-m EXPR` (its own argument)
-# given here narrows each phase's own. SLOGATE_TEST_WORKERS=0 runs everything in one process; N > 1
-# runs N - 1 workers beside the serial process. The first phase's tests mostly wait: on 2 cores, 5
-# workers and the serial process took it from 260 to 199 s (a full-core CPU hog beside 3 workers
-# slowed it not at all), the serial process now the longest.
+# one after another, those on the real vLLM CPU servers (`vllm`: each reads the server's own
+# counters, which another's requests would change; the server computes on every core) and the few
+# that need the machine to themselves (`alone`). A `-m EXPR` (its own argument) given here narrows
+# each phase's own. SLOGATE_TEST_WORKERS=0 runs everything in one process; N > 1 runs N - 1 workers
+# beside the serial process. On 2 cores, 5 workers and the serial process took the first phase from
+# 260 to 199 s; it now keeps both cores busy most of its ~190 s (benchmarks/RESULTS.md).
 workers="${SLOGATE_TEST_WORKERS:-6}"
 case "$workers" in
   '' | *[!0-9]*) echo "slogate: error: SLOGATE_TEST_WORKERS must be a number, not '$workers'" >&2; exit 2 ;;
