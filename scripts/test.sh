@@ -48,7 +48,7 @@ if command -v chromedriver >/dev/null 2>&1; then export SLOGATE_REQUIRE_BROWSER=
 if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
   export SLOGATE_REQUIRE_PROMETHEUS=1
 fi
-# Two phases. The first runs on parallel workers (pytest-xdist) the tests that only wait (on Locust
+# Two phases. The first runs on parallel workers (pytest-xdist) the tests that mostly wait (on Locust
 # runs against the fault server, on subprocesses; their Locust runs forked from a process that has
 # imported Locust and slogate: tests/locust_fork.py), and beside them, in a pytest process of its
 # own, one at a time, those that time the machine too (`serial`: tests/conftest.py). The second runs,

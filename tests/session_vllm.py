@@ -24,7 +24,7 @@ from typing import Any
 
 from slogate.launch.launcher import Launched, LaunchPlan, locate_vllm, plan, start_profile
 from slogate.launch.profile import load_profile
-from slogate.launch.server import free_port, is_healthy
+from slogate.launch.server import ServerProcess, free_port, is_healthy
 
 STATE_ENV = "SLOGATE_TEST_VLLM_STATE"  # the holder's state file; unset: the tests start their own servers
 HOLDER_ENV = "SLOGATE_TEST_VLLM_HOLDER"  # the holder's pid (scripts/test.sh): a dead holder is said at once
@@ -113,6 +113,11 @@ def adopt(state: Path, profile: str, timeout_s: float = 600) -> tuple[AdoptedSer
     return AdoptedServer(facts["url"], facts["pgid"]), facts
 
 
+def running(servers: list[ServerProcess]) -> list[ServerProcess]:
+    """Those still running, each polled (which reaps one that exited)."""
+    return [server for server in servers if server.proc is not None and server.proc.poll() is None]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -133,7 +138,7 @@ def hold(state: Path) -> int:
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    servers = []
+    servers: list[ServerProcess] = []
     try:
         for profile in PROFILES:
             path = state_of(state, profile)
@@ -155,7 +160,7 @@ def hold(state: Path) -> int:
         # it), every one polled each time (`any` would stop at the first running one: the vision server,
         # stopped first, waited 5 s for its reaping). The tests may kill the session's (a restart): their
         # own server then takes its port.
-        while [server for server in servers if server.proc is not None and server.proc.poll() is None]:
+        while running(servers):
             time.sleep(0.2)
         return 0
     finally:

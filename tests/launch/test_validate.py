@@ -31,35 +31,38 @@ _real_probe = validate.run_probe
 
 class ParserAnswers:
     """What the installed vLLM's parser said of each argument list, shared by this module's tests in
-    every pytest process of the session (a JSON file beside the workers' temp folders, under a lock):
-    loading that parser takes ~10 s on 2 cores, and the parallel workers (pytest-xdist) would each
-    load it for the tests they were given. The first miss judges every argument list the module
-    needs (`judged_profiles`) in one start."""
+    every pytest process of the session (a JSON file beside the workers' temp folders, named by the
+    session's run id, under a lock): loading that parser takes ~10 s on 2 cores, and the parallel
+    workers (pytest-xdist) would each load it for the tests they were given. The first miss judges
+    every argument list the module needs (`judged_profiles`) in one start."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.path = folder / "vllm-parser-answers.json"
+    def __init__(self, folder: Path, run_id: str) -> None:
+        self.folder = folder / f"vllm-parser-{run_id}"
+        self.folder.mkdir(exist_ok=True)
+        self.path = self.folder / "answers.json"
 
     def probe(self, vllm: VllmInstall, argvs: list[list[str]]) -> dict:
         """`validate.run_probe`'s answer, from the file where it holds every argument list asked for."""
         python = str(vllm.python)
-        with (self.folder / "vllm-parser-answers.lock").open("w") as lock:
+        with (self.folder / "lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             saved = json.loads(self.path.read_text()) if self.path.exists() else {}
             known = saved.get(python, {"results": {}})
-            todo = [key for key in map(json.dumps, argvs) if key not in known["results"]]
-            if todo or "version" not in known:
-                wanted = list(
-                    dict.fromkeys(
-                        todo + [json.dumps(validate.parser_argv(p)) for p in judged_profiles(vllm, self.folder)]
-                    )
-                )
-                out = _real_probe(vllm, [json.loads(key) for key in wanted])
-                known = {"version": out["version"], "flags": out["flags"],
-                         "results": {**known["results"], **dict(zip(wanted, out["results"], strict=True))}}  # fmt: skip
-                self.path.write_text(json.dumps({**saved, python: known}))
+            if "version" not in known or any(json.dumps(a) not in known["results"] for a in argvs):
+                known = self._judge_missing(vllm, known, argvs)
+                partial = self.path.with_suffix(".partial")  # a process that dies writing leaves no half file
+                partial.write_text(json.dumps({**saved, python: known}))
+                partial.replace(self.path)
         return {"version": known["version"], "flags": known["flags"],
                 "results": [known["results"][json.dumps(a)] for a in argvs]}  # fmt: skip
+
+    def _judge_missing(self, vllm: VllmInstall, known: dict, argvs: list[list[str]]) -> dict:
+        """`known` with the answers to `argvs` and the module's other argument lists it lacks, in one start."""
+        module_argvs = [validate.parser_argv(p) for p in judged_profiles(vllm, self.folder)]
+        wanted = [k for k in dict.fromkeys(map(json.dumps, [*argvs, *module_argvs])) if k not in known["results"]]
+        out = _real_probe(vllm, [json.loads(key) for key in wanted])
+        results = {**known["results"], **dict(zip(wanted, out["results"], strict=True))}
+        return {"version": out["version"], "flags": out["flags"], "results": results}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -67,7 +70,8 @@ def each_argv_parsed_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """Every distinct argument list goes through the real parser once in the session (`ParserAnswers`);
     a test counts the starts a command asks for by wrapping this probe."""
     base = tmp_path_factory.getbasetemp()
-    answers = ParserAnswers(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of the session
+    answers = ParserAnswers(base.parent, run_id) if run_id else ParserAnswers(base, "single")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(validate, "run_probe", answers.probe)
         yield
@@ -159,7 +163,7 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str | 
             raise
         pytest.skip(str(e))
     version, rejections = vllm_rejections(vllm, *judged_profiles(vllm, tmp_path_factory.mktemp("profiles")))
-    return version, rejections[: len(BUILTIN) + len(REJECTED)]
+    return version, rejections[: len(BUILTIN) + len(REJECTED)]  # the last two are another test's
 
 
 def test_the_installed_parser_accepts_every_builtin_profile(verdicts) -> None:

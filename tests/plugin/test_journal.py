@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -196,18 +195,8 @@ def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers
     """SIGTERM some 6 s into a 60 s distributed run: exit 3, the interruption in the report and the
     summary, and every request the server answered counted (the workers' last samples included)."""
     url, answered = own_fault_server
-    argv, report_dir = gated_run(
-        url,
-        tmp_path,
-        "--model",
-        "ttft_ms=20,tokens=2,itl_ms=5",
-        "--processes",
-        "2",
-        "--stop-timeout",
-        "5",
-        "--slo-interval-s",
-        "2",
-    )
+    argv, report_dir = gated_run(url, tmp_path, "--model", "ttft_ms=20,tokens=2,itl_ms=5", "--processes", "2",
+                                 "--stop-timeout", "5", "--slo-interval-s", "2")  # fmt: skip
     proc = subprocess.Popen(
         argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
@@ -222,9 +211,8 @@ def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers
     report = json.loads((report_dir / "slo-report.json").read_text())
     assert proc.returncode == 3 and report["verdict"] == "inconclusive", stderr[-2000:]
     assert report["run"]["stopped"]["reason"] == INTERRUPTED and report["run"]["stopped"]["signal"] == "SIGTERM"
-    said = re.search(r"Interrupted by SIGTERM after (\d+) s", stdout)
-    assert said and 4 <= report["run"]["stopped"]["after_s"] < 30, stdout[-2000:]
-    assert abs(int(said.group(1)) - report["run"]["stopped"]["after_s"]) <= 1
+    after_s = report["run"]["stopped"]["after_s"]
+    assert 4 <= after_s < 30 and f"Interrupted by SIGTERM after {after_s:.0f} s" in stdout, stdout[-2000:]
     assert not (report_dir / JOURNAL_NAME).exists()
     total = report["metrics"]["all"]
     assert report["run"]["workers_complete"] == 2
