@@ -62,11 +62,12 @@ workers="${SLOGATE_TEST_WORKERS:-6}"
 case "$workers" in
   '' | *[!0-9]*) echo "slogate: error: SLOGATE_TEST_WORKERS must be a number, not '$workers'" >&2; exit 2 ;;
 esac
-# A failed test runs once more (pytest-rerunfailures), listed as RERUN in the summary: hundreds of
-# tests time real processes on a shared 2-core machine, and one stalled moment there failed a
+# A failed test runs once more (pytest-rerunfailures), listed as RERUN in the summary with the first
+# try's traceback (a lead to follow: a test that passed on its rerun is not thereby cleared): hundreds
+# of tests time real processes on a shared 2-core machine, and one stalled moment there failed a
 # different one of them in each of several CI runs. A failure that repeats fails the suite. (Off in
 # pyproject.toml's addopts; the single-process runs leave xdist out, beside which it starts a thread.)
-rerun=(-p rerunfailures --reruns 1 -raR)
+rerun=(-p rerunfailures --reruns 1 --rerun-show-tracebacks -raR)
 if [ "$workers" = 0 ]; then
   exec .venv/bin/python -m pytest --durations=15 "${rerun[@]}" -p no:xdist "$@"
 fi
