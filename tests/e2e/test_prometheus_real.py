@@ -64,7 +64,7 @@ slos:
 min_samples: 5
 warmup_s: 3
 """
-LOAD_S = 10
+LOAD_S = 8
 Result = dict[frozenset[tuple[str, str]], float]  # an instant query's: each series' labels and value
 QUANTILE = re.compile(r"^histogram_quantile\(([\d.]+), sum by \(le(?:, class)?\) \(rate\((slogate_|vllm:)")
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.vllm
 
 TOOLS = str(ROOT / "locustfiles" / "data" / "tools.json")
 SCHEMA = str(ROOT / "locustfiles" / "data" / "schema.json")
-LOAD = ("-u", "2", "-r", "2", "-t", "4s", "--max-tokens", "64", "--shared-prefix-tokens", "100")
+LOAD = ("-u", "2", "-r", "2", "-t", "3s", "--max-tokens", "64", "--shared-prefix-tokens", "100")
 
 
 def test_guided_decoding_on_vllm_yields_valid_json_and_tool_calls(vllm_server: str, locust_run) -> None:
