@@ -42,7 +42,7 @@ import numpy as np
 from slogate.launch import fault_server
 from slogate.launch.capacity_at import judge_at_rate
 from slogate.launch.knee import SearchSettings, search
-from slogate.launch.knee_batch import AUTO, batch_length, steps_stop_early
+from slogate.launch.knee_batch import AUTO, STOP_WHEN_FAILED, batch_length, steps_stop_early
 from slogate.launch.knee_interval import StepJudge
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, certain_verdict, look, waits_for
 from slogate.slo.gate.facts import DECIDED, RunStop
@@ -50,6 +50,7 @@ from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.report import Report, RunInfo
+from slogate.slo.gate.sequential import FAIL
 from slogate.slo.gate.spec import SloSpec, parse_spec
 
 
@@ -122,12 +123,13 @@ STARTUP_S = 2.0  # a step's Locust start and stop, measured: a 5 + 30 s step too
 
 class SimulatedStep:
     """A `RunStep` against the shape's queue simulated in-process (`--simulate`): Poisson arrivals
-    into an empty queue (as a step starts), `warmup_s` not judged, `--slo-stop-when-decided` (`early`:
-    on, and on batches: `--slo-correlated-requests`) emulated by a look a second (on the requests
+    into an empty queue (as a step starts), `warmup_s` not judged, the early stop (`early`: the option,
+    `--slo-stop-when-decided` or `-failed`, and on batches: `--slo-correlated-requests`) emulated by a
+    look a second (on the requests
     whose first token had come), those waiting at the stop counted with the time they had waited;
     `wall_s` adds up what the steps would take. No abort (without the early stop a step runs whole)."""
 
-    def __init__(self, shape: Shape, spec: SloSpec, warmup_s: float, early: tuple[bool, bool], seed: int) -> None:
+    def __init__(self, shape: Shape, spec: SloSpec, warmup_s: float, early: tuple[str | None, bool], seed: int) -> None:
         self.shape, self.spec, self.warmup_s, (self.early_stop, self.correlated) = shape, spec, warmup_s, early
         self.rng = np.random.default_rng(seed)
         self.wall_s = 0.0
@@ -160,7 +162,7 @@ class SimulatedStep:
                     added += 1
                 looks = look(self.spec, store, DEFAULT_CONFIDENCE, correlated=self.correlated)
                 verdict = certain_verdict(looks, waits_for(self.spec, (), False), ())
-                if verdict is not None:
+                if verdict is not None and (verdict == FAIL or self.early_stop != STOP_WHEN_FAILED):
                     end, looked, on_batches = float(at), tuple(looks), self.correlated
                     stop = RunStop(DECIDED, end, step_s, verdict, DEFAULT_CONFIDENCE, looked, correlated=on_batches)
                     break

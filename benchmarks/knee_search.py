@@ -32,6 +32,7 @@ from slogate.launch import fault_server
 from slogate.launch.capacity import locust_step
 from slogate.launch.capacity_report import stop_note
 from slogate.launch.knee import RunStep, SearchSettings, search
+from slogate.launch.knee_batch import STOP_WHEN_DECIDED
 
 
 def sweep(
@@ -86,7 +87,12 @@ def main() -> None:
 
         def runner(abort: bool, early: bool) -> RunStep:
             return locust_step(
-                url, slo_file=slo, warmup_s=args.warmup_s, locust_args=workload, abort_on_fail=abort, early_stop=early
+                url,
+                slo_file=slo,
+                warmup_s=args.warmup_s,
+                locust_args=workload,
+                abort_on_fail=abort,
+                early_stop=STOP_WHEN_DECIDED if early else None,
             )
 
         settings = SearchSettings(args.rate_start, args.precision, args.step_s, max_steps=20)

@@ -26,7 +26,7 @@ from slogate.launch.knee import (
     SearchSettings,
     search,
 )
-from slogate.launch.knee_batch import AUTO
+from slogate.launch.knee_batch import AUTO, STOP_WHEN_DECIDED
 from slogate.launch.knee_interval import StepJudge, early_pass_note
 from slogate.launch.knee_outcome import ProfileOutcome, overall_exit_code
 from slogate.launch.launcher import LAUNCH_ERRORS
@@ -49,7 +49,7 @@ def locust_step(
     config: str | Path | None = None,
     locust_args: Sequence[str] = (),
     abort_on_fail: bool = True,
-    early_stop: bool = True,
+    early_stop: str | None = STOP_WHEN_DECIDED,
     correlated: bool = False,
     workers: Workers = ONE_PROCESS,
 ) -> RunStep:
@@ -58,19 +58,19 @@ def locust_step(
     at rate / users, so the offered rate is exact across them; the arrival process and
     every workload option are the caller's `locust_args`), `warmup_s` not judged, then `step_s`
     measured, stopped early by `--slo-abort-on-fail` when an SLO fails beyond noise over the step
-    (unless `abort_on_fail` is false: a plain sweep) and by `--slo-stop-when-decided` as soon as
-    its verdict is certain either way (unless `early_stop` is false; `correlated`: latency
-    percentiles on batches as long as the requests' measured correlation). Its output goes to
-    `locust.log` in the step's report directory."""
+    (unless `abort_on_fail` is false: a plain sweep) and by the `early_stop` option
+    (`--slo-stop-when-decided`: as soon as its verdict is certain either way; `--slo-stop-when-failed`:
+    a fail only; None: no early stop; `correlated`: latency percentiles on batches as long as the
+    requests' measured correlation). Its output goes to `locust.log` in the step's report directory."""
 
-    stops_early = early_stop  # the step's own: a pooled step's later runs are whole whatever it says
+    stop_option = early_stop  # the step's own: a pooled step's later runs are whole whatever it says
 
     def run(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
-        early = stops_early and early_stop
+        early = stop_option if early_stop else None
         extra = [
             # Overridable: the window and time series resolution.
             *(["--slo-abort-on-fail", "--slo-window-s", f"{step_s:g}"] if abort_on_fail else []),
-            *(["--slo-stop-when-decided"] if early else []),
+            *([early] if early else []),
             *(["--slo-correlated-requests"] if early and correlated else []),
             "--slo-interval-s", "1",
             *locust_args,
@@ -149,7 +149,8 @@ class StepOptions:
     warmup_s: float
     config: str | Path | None = None
     locust_args: Sequence[str] = ()
-    early_stop: bool = True  # each step ends as soon as its verdict is certain (--no-early-stop: off)
+    # Each step's early stop (`steps_stop_early`): --slo-stop-when-decided, -failed, or None (--no-early-stop)
+    early_stop: str | None = STOP_WHEN_DECIDED
     workers: Workers = ONE_PROCESS  # where a step's users run, the rate split exactly (--processes, --expect-workers)
     judge: StepJudge = field(default_factory=StepJudge)
 
@@ -186,7 +187,8 @@ def search_target(
         correlated=correlated, abort_on_fail=False,
     )  # fmt: skip
     judge = options.judge
-    note = early_pass_note(judge.spec, judge.not_blocking) if options.early_stop and judge.spec else None
+    passes_early = options.early_stop == STOP_WHEN_DECIDED  # only then can a passing step end early
+    note = early_pass_note(judge.spec, judge.not_blocking) if passes_early and judge.spec else None
     if note:
         say(note)
     try:

@@ -24,7 +24,6 @@ client is a pass (client delay only adds): never run again. A step whose run wro
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable
@@ -122,6 +121,10 @@ class Step:
     decided_after_s: float | None = None  # --slo-stop-when-decided ended it this far into its run
     decision: str = UNDECIDED  # pass | fail | undecided, by the anytime-valid bounds (launch/knee_interval.py)
     probe: bool = False  # a probe on the way up (launch/knee_probe.py): it bounds nothing unless decided fail
+    # Undecided, its budget (`StepJudge.attempts`) spent or, projected from its runs, not enough to decide it:
+    # within noise of a target at --step-s (or too few requests at its rate); launch/knee_next.py judges it
+    # no further and bisects no gap past it.
+    undecidable: bool = False
 
     @property
     def rate_unit(self) -> str:
@@ -204,18 +207,21 @@ class CapacityResult:
         return interval([(s.rate_rps, s.decision) for s in self.judged])
 
     def widest_gap(self) -> tuple[float, float] | None:
-        """The widest gap (relative to its lower end) between rates tried inside the interval; None
-        while the interval has no two ends."""
+        """The wider (relative to its lower end) of the two gaps a step could still narrow the interval
+        in: from its lower end to the lowest step inside it left undecidable (`Step.undecidable`: within
+        noise), and from the highest such step to its upper end; between two such steps every rate is
+        within noise too. None while the interval has no two ends."""
         low, high = self.interval_rps
         if low is None or high is None:
             return None
-        rates = sorted({low, high, *(s.rate_rps for s in self.judged if low < s.rate_rps < high)})
-        return max(itertools.pairwise(rates), key=lambda g: (g[1] - g[0]) / g[0], default=None)
+        noise = sorted({s.rate_rps for s in self.judged if s.undecidable and low < s.rate_rps < high})
+        gaps = [(low, noise[0]), (noise[-1], high)] if noise else [(low, high)]
+        return max(gaps, key=lambda g: (g[1] - g[0]) / g[0])
 
     @property
     def decided(self) -> bool:
-        """The knee is bracketed: both ends of the interval decided, and no gap between the rates
-        tried inside it wider than the precision (undecided steps between them are within noise)."""
+        """The knee is bracketed: both ends of the interval decided, each within the precision of the
+        nearest step inside it left undecidable (or of the other end)."""
         gap = self.widest_gap()
         return gap is not None and (gap[1] - gap[0]) / gap[0] <= self.settings.precision + 1e-9
 
@@ -341,8 +347,8 @@ def _judge_rate(
 ) -> tuple[Step, Report]:
     """One step; run again when inconclusive, or, `extend`, undecided by the bounds (`judge.attempts`)."""
     started = time.monotonic()
-    attempts, reports = 0, []
-    for attempt_s in judge.attempts(step_s):
+    attempts, reports, budget = 0, [], judge.attempts(step_s)
+    for attempt_s in budget:
         attempts += 1
         where = report_dir if attempts == 1 else report_dir.with_name(f"{report_dir.name}-{attempts}")
         report = run_once(run_step, rate, attempt_s, where, early_stop=attempts == 1 or not judge.pools)
@@ -351,7 +357,16 @@ def _judge_rate(
         inconclusive = report.verdict == Verdict.INCONCLUSIVE  # twice: the search stops there
         if decision != UNDECIDED or (inconclusive and attempts >= 2) or (not extend and not inconclusive):
             break
-    return step_from_report(rate, report, attempts, attempt_s, time.monotonic() - started, where, decision), report
+        if not inconclusive and not judge.may_decide(reports, len(budget)):
+            break  # within noise of a target: the runs left would not decide it
+    wall_s = time.monotonic() - started
+    step = step_from_report(rate, report, attempts, attempt_s, wall_s, where, decision)
+    step.undecidable = (
+        decision == UNDECIDED
+        and report.verdict != Verdict.INCONCLUSIVE
+        and (attempts == len(budget) or not judge.may_decide(reports, len(budget)))
+    )
+    return step, report
 
 
 def run_once(run_step: RunStep, rate: float, step_s: float, where: Path, early_stop: bool = True) -> Report:

@@ -104,10 +104,18 @@ def batch_length(text: str) -> float | str | None:
     return seconds or None
 
 
-def steps_stop_early(early_stop: bool, batch_s: float | str | None, knee: bool) -> bool:
-    """Whether a step's run keeps Locust's early stop (`--slo-stop-when-decided`): per request, yes;
-    on fixed batches, no (the per-request bounds would end it too soon); on adaptive batches only
-    the test at R (`knee` false), deciding on them itself (`--slo-correlated-requests`): a search's
-    steps run whole, since its repeated looks at a tau measured on a few seconds pass steps just above
-    the knee (simulated: 32/40 intervals covered the knee, against 40/40 judged at each run's end)."""
-    return early_stop and (batch_s is None or (batch_s == AUTO and not knee))
+STOP_WHEN_DECIDED = "--slo-stop-when-decided"
+STOP_WHEN_FAILED = "--slo-stop-when-failed"
+
+
+def steps_stop_early(early_stop: bool, batch_s: float | str | None, knee: bool) -> str | None:
+    """The early stop a step's run gets (its Locust option), None for none: per request,
+    `--slo-stop-when-decided`; on fixed batches, none (the per-request bounds would end it too soon);
+    on adaptive batches, deciding on them itself (`--slo-correlated-requests`), the test at R (`knee`
+    false) `--slo-stop-when-decided`, a search's steps `--slo-stop-when-failed`: a step far past the
+    knee ends in seconds, while a pass is judged at the run's end, since repeated looks at a tau
+    measured on a few seconds pass steps just above the knee (simulated: 32/40 intervals covered the
+    knee with both early, 40/40 with passes judged at each run's end; benchmarks/RESULTS.md)."""
+    if not early_stop or batch_s not in (None, AUTO):
+        return None
+    return STOP_WHEN_FAILED if batch_s == AUTO and knee else STOP_WHEN_DECIDED

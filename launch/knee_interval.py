@@ -22,7 +22,7 @@ requests per request, batches on batches (docs/capacity.md says what that costs 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from slogate.launch.knee_batch import AUTO, clean_pass_batches, decide_batched
@@ -96,11 +96,49 @@ class StepJudge:
         `earlier`: runs at the same rate before this one, whose batches count too (`batch_s`)."""
         if report.verdict in (Verdict.ERROR, Verdict.UNGATED) or not report.slos:
             return UNDECIDED
-        spec = self.spec or SloSpec(tuple(r.objective for r in report.slos))
-        ends = {r.objective.name: r.result for r in report.slos}
-        at_end = set(self.not_blocking) | {
+        decision = _combined(self._states(report, earlier).values())
+        dropped = (report.metrics_summary().get(ALL) or {}).get("dropped") or 0
+        if report.run.problems or (decision == PASS and dropped):
+            return UNDECIDED
+        return decision
+
+    def may_decide(self, reports: Sequence[Report], runs: int) -> bool:
+        """Whether `runs` runs at the step's rate could decide what `reports` (its runs so far, pooled,
+        undecided) leave open. On adaptive batches, False when every open objective is a batched
+        latency percentile and, at the exceedance share and correlation measured so far, `runs` runs
+        would decide none of them fail and not all of them pass: the step is within noise of its target at
+        this step length, and the runs left would most likely only confirm it (a point estimate: it saves
+        time, never makes a decision). Otherwise True (per request, fixed batches: their budget is short)."""
+        if self.batch_s != AUTO or not reports:
+            return True
+        *earlier, last = reports
+        states = self._states(last, earlier)
+        spec = self.spec or SloSpec(tuple(r.objective for r in last.slos))
+        batched = {
+            o.name: o for o in spec.objectives if batchable(o, last.measurements) and o.name not in self._at_end(spec)
+        }
+        if any(state == UNDECIDED and name not in batched for name, state in states.items()):
+            return True  # an objective whose bounds need more of its own requests: nothing to project
+        alpha, fail_alpha = self._alphas(spec)
+        stores, scale = [r.measurements for r in reports], runs / len(reports)
+        states.update({n: decide_adaptive(o, stores, alpha, fail_alpha, scale) for n, o in batched.items()})
+        return _combined(states.values()) != UNDECIDED
+
+    def _at_end(self, spec: SloSpec) -> set[str]:
+        """The objectives a run's end judges (listed not blocking, decided only at the end, a zero ceiling)."""
+        return set(self.not_blocking) | {
             o.name for o in spec.objectives if not o.kind.decidable_early(o) or _never_passes_early(o)
         }
+
+    def _alphas(self, spec: SloSpec) -> tuple[float, float]:
+        """The levels `look` gives a pass and a fail (the fail's shared among the objectives decidable early)."""
+        alpha = 1 - self.confidence
+        return alpha, alpha / max(1, sum(o.kind.decidable_early(o) for o in spec.objectives))
+
+    def _states(self, report: Report, earlier: Sequence[Report]) -> dict[str, str]:
+        """Each objective's pass, fail or undecided: a run's end for those only the end judges."""
+        spec = self.spec or SloSpec(tuple(r.objective for r in report.slos))
+        ends = {r.objective.name: r.result for r in report.slos}
         stopped = report.run.stopped
         # A run the early stop decided keeps its states: per request, or, AUTO, a first run stopped on batches as long
         # as its correlation (--slo-correlated-requests); a later one is judged with the earlier runs, pooled.
@@ -114,23 +152,19 @@ class StepJudge:
             states = {lk.name: lk.state for lk in look(spec, report.measurements, self.confidence, delay)}
             if self.batch_s is not None:
                 states.update(self._batched(spec, [*earlier, report]))
-        names = [o.name for o in spec.objectives]
-        if any(states.get(n) == FAIL or (n in at_end and ends.get(n) == Outcome.FAIL) for n in names):
-            decision = FAIL
-        elif all(states.get(n) == PASS or (n in at_end and ends.get(n) == Outcome.PASS) for n in names):
-            decision = PASS
-        else:
-            decision = UNDECIDED
-        dropped = (report.metrics_summary().get(ALL) or {}).get("dropped") or 0
-        if report.run.problems or (decision == PASS and dropped):
-            return UNDECIDED
-        return decision
+        at_end = self._at_end(spec)
+        by_end = {Outcome.PASS: PASS, Outcome.FAIL: FAIL}
+        return {
+            o.name: _combined_end(states.get(o.name, UNDECIDED), by_end.get(ends.get(o.name), UNDECIDED))
+            if o.name in at_end
+            else states.get(o.name, UNDECIDED)
+            for o in spec.objectives
+        }
 
     def _batched(self, spec: SloSpec, reports: Sequence[Report]) -> dict[str, str]:
         """The latency percentiles decided on the batches of `reports` (runs at one rate, each
         after its warm-up: independent segments), at the levels `look` gives them."""
-        alpha = 1 - self.confidence
-        fail_alpha = alpha / max(1, sum(o.kind.decidable_early(o) for o in spec.objectives))
+        alpha, fail_alpha = self._alphas(spec)
         stores = [r.measurements for r in reports]
         batch_s = self.batch_s
         return {
@@ -140,6 +174,19 @@ class StepJudge:
             for o in spec.objectives
             if batchable(o, stores[-1])
         }
+
+
+def _combined(states: Iterable[str]) -> str:
+    """A step's decision from its objectives': fail when one fails, pass when all pass, else undecided."""
+    states = list(states)
+    if FAIL in states:
+        return FAIL
+    return PASS if all(s == PASS for s in states) else UNDECIDED
+
+
+def _combined_end(bounds: str, end: str) -> str:
+    """An objective the end judges: fail when its bounds or its end fail, else pass when either passes."""
+    return FAIL if FAIL in (bounds, end) else PASS if PASS in (bounds, end) else UNDECIDED
 
 
 def interval(decisions: Sequence[tuple[float, str]]) -> tuple[float | None, float | None]:

@@ -2,14 +2,17 @@
 
 Up, doubling, until a step fails; then, while no pass is decided, down: but first, an undecided
 pass that was run without extension (before the search had seen a pass and a fail: on the way up,
-or the first step below a fail), whose verdict only gave the way, is judged again as a new step
-with its whole budget (`StepJudge.attempts`), the highest such rate below the lowest decided fail
+or the first step below a fail), whose verdict only gave the way, and whose runs projected to its
+whole budget could decide it (not `Step.undecidable`), is judged again as a new step with that
+budget (`StepJudge.attempts`), the highest such rate below the lowest decided fail
 (or, with none decided, below the lowest step that failed) first, at `--rate-max` too. A lower
 rate sends fewer requests a second, so a pass is harder to decide there, not easier: at 8 req/s
 three runs decide a clean pass that 4 or 2 req/s never would in the same time (issue 31). Only
 when no such step is left does the way go below the lowest step: to half its rate, or, above a
 probe that looked fine, to the geometric middle between them. Once both ends are decided, into
-the widest gap between the rates tried inside the interval, until it is within the precision.
+the wider of the two gaps at the interval's ends (`CapacityResult.widest_gap`: up to the nearest
+step inside it left undecidable), until both are within the precision: between two steps within
+noise of the target a step is within noise too, and would spend its budget to say so.
 """
 
 from __future__ import annotations
@@ -68,9 +71,10 @@ def next_rate(result: CapacityResult) -> float | None:
 
 
 def _once_more(result: CapacityResult, below: float) -> float | None:
-    """The highest rate below `below` whose step passed undecided without extension (`search` extends
-    a step once the steps before it include a pass and a fail, by decision or verdict) and has not been
-    judged again since; None when there is none."""
+    """The highest rate below `below` whose step passed undecided but not undecidable (run without
+    extension, its runs projected to its whole budget could decide it: `search` extends a step once the
+    steps before it include a pass and a fail, by decision or verdict) and has not been judged again
+    since; None when there is none."""
     judged = result.judged
     again = [
         s.rate_rps
@@ -79,7 +83,7 @@ def _once_more(result: CapacityResult, below: float) -> float | None:
         and s.rate_rps < below
         and s.decision == UNDECIDED
         and s.verdict == Verdict.PASS
-        and not {PASS, FAIL} <= {side(t) for t in judged[:i]}
+        and not s.undecidable
         and all(later.rate_rps != s.rate_rps for later in judged[i + 1 :])
     ]
     return max(again, default=None)

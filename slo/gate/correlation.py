@@ -131,14 +131,18 @@ def batch_length_of(over: Sequence[int], totals: Sequence[int]) -> float:
     return max(1.0, SAFETY * request_correlation(over, totals))
 
 
-def decide_adaptive(o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float) -> str:
+def decide_adaptive(
+    o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float, scale: float = 1.0
+) -> str:
     """pass, fail or undecided: `o` on the per-request bounds with n/k samples and x/k exceedances; for
-    a pass, with an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval."""
+    a pass, with an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval. `scale`
+    > 1 projects: what `scale` times the runs would decide at the share and the k measured so far (the
+    point estimates: whether more runs are worth their time, never a decision)."""
     assert o.percentile is not None
     q0 = exceedance_limit(o.percentile)
     over, totals = pooled_counts(runs, o)
-    k, x, n = batch_length_of(over, totals), sum(over), sum(totals)
-    intervals = sum(1 for t in totals if t)
+    k, x, n = batch_length_of(over, totals), sum(over) * scale, sum(totals) * scale
+    intervals = sum(1 for t in totals if t) * scale
     k_pass = max(k, n / intervals) if x and intervals < MIN_INTERVALS else k
 
     def share(k: float) -> tuple[int, float]:

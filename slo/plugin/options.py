@@ -118,6 +118,14 @@ def add_arguments(parser: Any) -> None:
         "bounds: a wrong verdict has probability <= 1 - confidence however often the run is looked at)",
     )
     gate(
+        "--slo-stop-when-failed",
+        action="store_true",
+        default=False,
+        help="Stop the run as soon as an SLO is decided failed by --slo-stop-when-decided's bounds at "
+        "--slo-confidence; a run not decided failed goes to its --run-time (a rate sweep's step past capacity "
+        "ends in seconds, and no pass rests on a partial look)",
+    )
+    gate(
         "--slo-confidence",
         type=float,
         default=DEFAULT_CONFIDENCE,
@@ -127,9 +135,9 @@ def add_arguments(parser: Any) -> None:
         "--slo-correlated-requests",
         action="store_true",
         default=False,
-        help="--slo-stop-when-decided decides TTFT, TTFO and E2E percentiles (of a class or all) on batches of "
-        "consecutive requests as long as the run's measured correlation (from the --slo-interval-s time series; "
-        "1 s suits it): near saturation requests queue together and the per-request bounds would be "
+        help="--slo-stop-when-decided (or -failed) decides TTFT, TTFO and E2E percentiles (of a class or all) on "
+        "batches of consecutive requests as long as the run's measured correlation (from the --slo-interval-s "
+        "time series; 1 s suits it): near saturation requests queue together and the per-request bounds would be "
         "overconfident. About twice the requests far from saturation, 2 x tau times near it; approximate",
     )
     gate(

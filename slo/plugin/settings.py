@@ -36,11 +36,13 @@ class GateOptions:
 
 @dataclass(frozen=True)
 class EarlyStopOptions:
-    """`--slo-abort-on-fail` with its window, `--slo-stop-when-decided` with its confidence and exceptions."""
+    """`--slo-abort-on-fail` with its window, `--slo-stop-when-decided` (or `-failed`) with its confidence and
+    exceptions."""
 
     abort_on_fail: bool = False
     window_s: float = DEFAULT_WINDOW_S
     stop_when_decided: bool = False
+    stop_when_failed: bool = False  # --slo-stop-when-failed: the same bounds, only a fail ends the run
     confidence: float = DEFAULT_CONFIDENCE
     not_blocking: tuple[str, ...] = ()
     correlated: bool = False  # --slo-correlated-requests: percentiles decided on batches (slo/gate/correlation.py)
@@ -122,15 +124,23 @@ def _early_stop(opts: Any) -> EarlyStopOptions:
         raise SloSpecError("--slo-not-blocking names what --slo-stop-when-decided does not wait for: give both")
     if stop_when_decided and not _get(opts, "slo_file", ""):
         raise SloSpecError("--slo-stop-when-decided decides the SLO file's objectives: give --slo-file")
+    stop_when_failed = bool(_get(opts, "slo_stop_when_failed", False))
+    if stop_when_failed and stop_when_decided:
+        raise SloSpecError("--slo-stop-when-failed is --slo-stop-when-decided without its passes: give one of them")
+    if stop_when_failed and not _get(opts, "slo_file", ""):
+        raise SloSpecError("--slo-stop-when-failed decides the SLO file's objectives: give --slo-file")
     correlated = bool(_get(opts, "slo_correlated_requests", False))
-    if correlated and not stop_when_decided:
-        raise SloSpecError("--slo-correlated-requests is how --slo-stop-when-decided decides percentiles: give both")
+    if correlated and not (stop_when_decided or stop_when_failed):
+        raise SloSpecError(
+            "--slo-correlated-requests is how --slo-stop-when-decided (or -failed) decides percentiles: give both"
+        )
     if correlated and _interval_s(opts) <= 0:
         raise SloSpecError("--slo-correlated-requests measures the time series: --slo-interval-s must be > 0")
     return EarlyStopOptions(
         abort_on_fail,
         float(window_s) if abort_on_fail else DEFAULT_WINDOW_S,
         stop_when_decided,
+        stop_when_failed,
         float(confidence),
         not_blocking,
         correlated,

@@ -18,6 +18,7 @@ from slogate.slo.gate.facts import DECIDED, RunStop, percent
 from slogate.slo.gate.metrics import ClassMetrics, MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind
 from slogate.slo.gate.self_check import assess
+from slogate.slo.gate.sequential import FAIL
 from slogate.slo.gate.window import first_breach, objectives_on_tags, unwindowed_note
 from slogate.slo.plugin import target
 from slogate.slo.plugin.control import abort_run, end_run, quit_orphan
@@ -45,9 +46,11 @@ def start_watchers(gate: Gate) -> None:
         gevent.spawn(watch_reachability, gate, gate.settings.gate.unreachable_s),
         gevent.spawn(trim_locust_rate_counts, gate.environment),
     )
-    if early.stop_when_decided and gate.spec is not None:
+    if (early.stop_when_decided or early.stop_when_failed) and gate.spec is not None:
         run.watch(gevent.spawn(watch_decisions, gate, run))
-        note = early_stop_note(early.confidence, gate.waiting_for, early.not_blocking, early.correlated)
+        note = early_stop_note(
+            early.confidence, gate.waiting_for, early.not_blocking, early.correlated, early.stop_when_failed
+        )
         (log.warning if gate.waiting_for else log.info)("slogate: %s", note)  # waiting defeats the early stop
     if early.abort_on_fail and gate.spec is not None:
         run.watch(gevent.spawn(watch_breaches, gate, run, early.window_s))
@@ -57,10 +60,18 @@ def start_watchers(gate: Gate) -> None:
 
 
 def early_stop_note(
-    confidence: float, waiting_for: list[str], not_blocking: tuple[str, ...], correlated: bool = False
+    confidence: float,
+    waiting_for: list[str],
+    not_blocking: tuple[str, ...],
+    correlated: bool = False,
+    failed_only: bool = False,
 ) -> str:
-    """The one line a run with --slo-stop-when-decided starts with: what it waits for."""
-    line = f"--slo-stop-when-decided: the run stops once every SLO is decided at {percent(confidence)} confidence"
+    """The one line a run with --slo-stop-when-decided (or `failed_only`, -failed) starts with: what it waits for."""
+    at = f"at {percent(confidence)} confidence"
+    if failed_only:
+        line = f"--slo-stop-when-failed: the run stops once an SLO is decided failed {at}"
+    else:
+        line = f"--slo-stop-when-decided: the run stops once every SLO is decided {at}"
     if correlated:
         line += " (latency percentiles on batches as long as the requests' measured correlation)"
     if waiting_for:
@@ -75,7 +86,8 @@ def early_stop_note(
 
 def watch_decisions(gate: Gate, run: Run) -> None:
     """--slo-stop-when-decided: end `run` at the first look where its verdict is certain (none
-    while Locust is still spawning users: the ramp is not the steady load the bounds assume)."""
+    while Locust is still spawning users: the ramp is not the steady load the bounds assume);
+    --slo-stop-when-failed: only where it is certainly a fail."""
     while gate.spec is not None and run.started_at is not None:
         gevent.sleep(DECISION_CHECK_S)
         if run.breach is not None or run.stopped is not None:
@@ -86,7 +98,7 @@ def watch_decisions(gate: Gate, run: Run) -> None:
         early = gate.early_stop
         looks = look(gate.spec, metrics, early.confidence, client_delay_ms(gate, metrics), early.correlated)
         verdict = certain_verdict(looks, gate.waiting_for, early.not_blocking)
-        if verdict is not None:
+        if verdict is not None and (verdict == FAIL or not early.stop_when_failed):
             after = round(time.time() - run.started_at, 3)
             batched = early.correlated and any(batchable(o, metrics) for o in gate.spec.objectives)
             stop = RunStop(DECIDED, after, run.planned_s, verdict, early.confidence, tuple(looks), correlated=batched)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from slogate.launch.capacity_report import headline
 from slogate.launch.knee import SearchSettings, search
+from slogate.launch.knee_batch import STOP_WHEN_DECIDED, STOP_WHEN_FAILED
 from slogate.launch.knee_interval import StepJudge, early_pass_note
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.judge import judge
@@ -81,8 +82,12 @@ def test_the_knee_is_an_interval_of_decided_steps_and_undecided_ones_in_the_brac
     assert headline(result) == f"capacity {low:g}-{high:g} req/s (99 %)"
 
 
-@pytest.mark.parametrize(("batch_s", "early"), [("auto", [True, False, False]), (None, [True, True])])
-def test_a_pooled_steps_later_runs_go_whole(tmp_path: Path, batch_s: str | None, early: list[bool]) -> None:
+@pytest.mark.parametrize(
+    ("batch_s", "early", "decision"), [("auto", [True, False, False], "pass"), (None, [True, True], "undecided")]
+)
+def test_a_pooled_steps_later_runs_go_whole(
+    tmp_path: Path, batch_s: str | None, early: list[bool], decision: str
+) -> None:
     """Runs judged together (on batches): a later run stopped on its own early decision would end before
     the pool decides (seen in CI: a first run a loaded machine left undecided, two more stopped at 10 s
     on their own, the pool never grew). Runs judged apart (per request) keep their early stop."""
@@ -92,10 +97,10 @@ def test_a_pooled_steps_later_runs_go_whole(tmp_path: Path, batch_s: str | None,
 
     def undecided(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         asked.append(early_stop)
-        return report(0, samples=20)  # 20 requests all under: too few to decide on any run or pool
+        return report(0, samples=100)  # 100 requests all under: too few on a run; on batches, enough on three pooled
 
     result = judge_at_rate(undecided, 12, SearchSettings(step_s=4), tmp_path, StepJudge(SPEC, batch_s=batch_s))
-    assert asked == early and result.steps[0].decision == "undecided"
+    assert asked == early and result.steps[0].decision == decision
 
 
 def test_a_whole_run_of_a_step_sends_no_early_stop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -103,11 +108,13 @@ def test_a_whole_run_of_a_step_sends_no_early_stop(monkeypatch: pytest.MonkeyPat
 
     sent: list[list[str]] = []
     monkeypatch.setattr(capacity.runner, "run_locust", lambda host, out, **kw: sent.append(kw["extra"]) or report(0))
-    step = capacity.locust_step("http://x", slo_file="slo.yaml", warmup_s=1, early_stop=True, correlated=True)
-    step(12, 30, tmp_path, early_stop=False)
-    step(12, 30, tmp_path)
-    assert "--slo-stop-when-decided" not in sent[0] and "--slo-correlated-requests" not in sent[0]
-    assert "--slo-stop-when-decided" in sent[1] and "--slo-correlated-requests" in sent[1]
+    for option in (STOP_WHEN_DECIDED, STOP_WHEN_FAILED):
+        step = capacity.locust_step("http://x", slo_file="slo.yaml", warmup_s=1, early_stop=option, correlated=True)
+        step(12, 30, tmp_path, early_stop=False)
+        step(12, 30, tmp_path)
+        whole, stopping = sent[-2:]
+        assert not {STOP_WHEN_DECIDED, STOP_WHEN_FAILED, "--slo-correlated-requests"} & set(whole)
+        assert option in stopping and "--slo-correlated-requests" in stopping
 
 
 def test_a_pass_decided_with_a_late_client_is_a_pass_never_run_again(tmp_path: Path) -> None:

@@ -24,6 +24,18 @@ def test_what_the_per_request_bounds_pass_on_busy_periods_adaptive_batches_leave
     assert StepJudge(SPEC, batch_s=AUTO).attempts(30) == (30, 30, 30)
 
 
+def test_a_step_gets_more_runs_only_while_they_could_decide_it() -> None:
+    """Projected at the share over the target and the correlation measured so far: 3.3 % over in busy
+    periods stays undecided on three such runs; 100 clean requests (50 samples on batches of 2) pass on
+    three. Only a projection: the runs themselves decide."""
+    judged = StepJudge(SPEC, batch_s=AUTO)
+    noisy, clean = step_report(clustered(300, busy_every=30)), step_report([100.0] * 100)
+    assert judged.decide(noisy) == judged.decide(clean) == "undecided"
+    assert not judged.may_decide([noisy], 3) and judged.may_decide([clean], 3)
+    assert not judged.may_decide([clean], 1)  # one run like it: still too few
+    assert StepJudge(SPEC, batch_s=None).may_decide([noisy], 2)  # per request: its short budget is kept
+
+
 def test_batch_s_is_auto_0_or_seconds() -> None:
     assert (batch_length("auto"), batch_length("0"), batch_length("2.5")) == (AUTO, None, 2.5)
     for bad in ("-1", "x", "inf"):
@@ -31,16 +43,19 @@ def test_batch_s_is_auto_0_or_seconds() -> None:
             batch_length(bad)
 
 
-def test_the_default_search_runs_steps_whole_the_test_at_r_stops_on_correlated_requests_0_per_request(
+def test_the_default_searchs_steps_stop_on_a_decided_fail_the_test_at_r_when_decided_0_per_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv, sent = fake_capacity(tmp_path, monkeypatch)
-    early, correlated = "--slo-stop-when-decided", "--slo-correlated-requests"
+    early, failed, correlated = "--slo-stop-when-decided", "--slo-stop-when-failed", "--slo-correlated-requests"
     main([*argv, "--max-steps", "2", "--probe-s", "0"])
-    assert sent and not any(early in extra or correlated in extra for extra in sent)
+    assert sent and all(failed in extra and correlated in extra and early not in extra for extra in sent)
+    sent.clear()
+    main([*argv, "--max-steps", "2", "--probe-s", "0", "--no-early-stop"])
+    assert sent and not any(early in extra or failed in extra or correlated in extra for extra in sent)
     sent.clear()
     main([*argv, "--min-capacity", "3"])
-    assert sent and all(early in extra and correlated in extra for extra in sent)
+    assert sent and all(early in extra and correlated in extra and failed not in extra for extra in sent)
     sent.clear()
     main([*argv, "--max-steps", "2", "--probe-s", "0", "--batch-s", "0"])
     assert early in sent[0] and correlated not in sent[0]

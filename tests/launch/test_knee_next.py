@@ -3,9 +3,10 @@ way up is judged again, with its whole budget, before the way goes below it (iss
 
 from pathlib import Path
 
-from slogate.launch.knee import CapacityResult, SearchSettings, search
+from slogate.launch.knee import CapacityResult, SearchSettings, Step, search
 from slogate.launch.knee_batch import AUTO
 from slogate.launch.knee_interval import StepJudge
+from slogate.launch.knee_next import next_rate
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.report import Report, RunInfo
 
@@ -38,20 +39,21 @@ def searched(server: Server, tmp_path: Path, max_steps: int, **settings: float) 
     return search(server, given, tmp_path, judge=StepJudge(SPEC, batch_s=AUTO))
 
 
-def test_a_decided_fail_over_undecided_passes_judges_them_again_highest_first_not_a_lower_rate(tmp_path: Path) -> None:
+def test_a_decided_fail_over_undecided_passes_judges_again_the_one_more_runs_could_decide(tmp_path: Path) -> None:
     server = Server(clean=8)
-    steps = run(server, tmp_path, max_steps=5)
+    result = searched(server, tmp_path, max_steps=4)
+    steps = [(s.rate_rps, s.decision, s.attempts) for s in result.steps]
     assert steps[:3] == [(8, "undecided", 1), (16, "undecided", 1), (32, "fail", 1)]  # the measured way up
-    # Not 4 then 2 req/s (3 runs each, never decided): 16 again, its 3 runs pooled, then 8, decided on 2.
-    assert steps[3:] == [(16, "undecided", 3), (8, "pass", 2)]
-    assert server.calls == [8, 16, 32, 16, 16, 16, 8, 8]
+    # 16 req/s, 4 % over, three runs would not decide (undecidable): not judged again. Nor is a lower rate
+    # tried (4 then 2 req/s never decide): 8, clean, projected to decide, judged again, decided on 2 runs.
+    assert result.steps[1].undecidable and not result.steps[0].undecidable
+    assert steps[3] == (8, "pass", 2) and server.calls == [8, 16, 32, 8, 8]
 
 
-def test_only_when_every_undecided_pass_was_judged_again_does_the_way_go_below_them(tmp_path: Path) -> None:
-    server = Server(clean=4)  # 8 req/s 4 % over too: undecided on three runs
-    steps = run(server, tmp_path, max_steps=6)
-    assert [rate for rate, _, _ in steps] == [8, 16, 32, 16, 8, 4]
-    assert [attempts for _, _, attempts in steps[3:]] == [3, 3, 3]
+def test_only_when_no_undecided_pass_could_be_decided_does_the_way_go_below_them(tmp_path: Path) -> None:
+    result = searched(Server(clean=4), tmp_path, max_steps=4)  # 8 req/s 4 % over too: undecidable
+    assert [(s.rate_rps, s.attempts, s.undecidable) for s in result.steps] == [
+        (8, 1, True), (16, 1, True), (32, 1, False), (4, 1, True)]  # fmt: skip
 
 
 def test_the_way_up_meeting_an_undecided_fail_judges_the_pass_below_it_again(tmp_path: Path) -> None:
@@ -60,15 +62,15 @@ def test_the_way_up_meeting_an_undecided_fail_judges_the_pass_below_it_again(tmp
     assert steps == [(8, "undecided", 1), (16, "undecided", 1), (8, "pass", 2)]  # not 4 req/s
 
 
-def test_after_the_probes_a_first_step_down_left_an_undecided_pass_is_judged_again(tmp_path: Path) -> None:
-    result = searched(Server(clean=8), tmp_path, max_steps=4, probe_s=3)
+def test_after_the_probes_an_undecidable_first_step_down_is_not_judged_again(tmp_path: Path) -> None:
+    result = searched(Server(clean=8), tmp_path, max_steps=3, probe_s=3)
     steps = [(s.rate_rps, s.probe, s.decision, s.attempts) for s in result.steps]
-    assert steps[3:] == [(22.6, False, "undecided", 1), (22.6, False, "undecided", 3), (19.0, False, "undecided", 3)]
+    assert steps[3:] == [(22.6, False, "undecided", 1), (19.0, False, "undecided", 1)]  # 4 % over: down
 
 
-def test_a_first_step_that_fails_then_an_undecided_pass_below_it_judged_again(tmp_path: Path) -> None:
-    steps = run(Server(clean=8), tmp_path, max_steps=4, rate_start=32)
-    assert steps == [(32, "fail", 1), (16, "undecided", 1), (16, "undecided", 3), (8, "pass", 2)]
+def test_a_first_step_that_fails_then_an_undecidable_pass_below_it_the_way_goes_on_down(tmp_path: Path) -> None:
+    steps = run(Server(clean=8), tmp_path, max_steps=3, rate_start=32)
+    assert steps == [(32, "fail", 1), (16, "undecided", 1), (8, "pass", 2)]
 
 
 def test_at_the_rate_max_an_undecided_pass_is_judged_again_before_the_search_stops(tmp_path: Path) -> None:
@@ -79,14 +81,40 @@ def test_at_the_rate_max_an_undecided_pass_is_judged_again_before_the_search_sto
 
 
 def test_a_rate_judged_again_counts_by_its_later_step(tmp_path: Path) -> None:
-    """16 req/s passes its one run by nearest rank (undecided), then fails its three pooled runs: the
-    capacity is 8 (the later step), not 16 with 16 also the first failing rate."""
+    """8 req/s passes its one run by nearest rank (undecided, clean), then, judged again, 6.7 % of its
+    requests are over: the later step's verdict (fail) is the rate's."""
 
     class Flips(Server):
         def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
-            self.over_16 = 15 if self.calls.count(16) else 25  # 6.7 % over from the second run at 16
-            return super().__call__(rate, step_s, report_dir)
+            if rate != 8 or not self.calls.count(8):
+                return super().__call__(rate, step_s, report_dir)
+            self.calls.append(rate)
+            ttfts = [400.0 if i % 15 == 14 else 100.0 for i in range(int(rate * step_s))]
+            return judge(SPEC, per_second(ttfts, per_s=8), RunInfo())
 
-    result = searched(Flips(clean=8), tmp_path, max_steps=5)
-    assert [(s.rate_rps, s.verdict) for s in result.steps][3] == (16, "fail")
-    assert (result.capacity_rps, result.first_failing_rps) == (8, 16)
+    result = searched(Flips(clean=8, over_16=15), tmp_path, max_steps=4)
+    assert [(s.rate_rps, s.verdict) for s in result.steps] == [(8, "pass"), (16, "fail"), (8, "fail"), (4, "pass")]
+    assert {s.rate_rps: s.verdict for s in result.latest_steps}[8] == "fail"
+    assert (result.capacity_rps, result.first_failing_rps) == (4, 8)
+
+
+def judged(*steps: tuple[float, str, bool]) -> CapacityResult:
+    """A search's result of (rate, decision, undecidable) steps, verdicts by their side of 12 req/s."""
+    result = CapacityResult(SearchSettings(precision=0.2))
+    for rate, decision, undecidable in steps:
+        verdict = "pass" if rate < 12 else "fail"
+        result.steps.append(Step(rate, verdict, 1, 30, 35, [], False, rate, int(rate * 30), 0, {}, None, None, {}, "",
+                                 decision=decision, undecidable=undecidable))  # fmt: skip
+    return result
+
+
+def test_the_bisection_narrows_the_gaps_at_the_intervals_ends_never_one_between_two_undecidable_steps() -> None:
+    result = judged((8, "pass", False), (16, "fail", False), (11, "undecided", True), (13, "undecided", True))
+    assert result.widest_gap() == (8, 11) and next_rate(result) == 9.5  # not (11, 13): within noise there
+    result.steps.append(judged((9.5, "undecided", True)).steps[0])
+    assert result.widest_gap() == (13, 16) and next_rate(result) == 14.5
+    result.steps.append(judged((14.5, "undecided", True)).steps[0])
+    assert result.decided and next_rate(result) is None  # 8 -> 9.5 and 14.5 -> 16 within 20 %, 11 -> 13 not
+    assert "the steps between them undecided" in result.stopped_because and result.interval_rps == (8, 16)
+    # A step undecided on one run that more runs could decide is no wall: the gap goes past it.
+    assert judged((8, "pass", False), (16, "fail", False), (12, "undecided", False)).widest_gap() == (8, 16)

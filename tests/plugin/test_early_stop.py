@@ -1,5 +1,6 @@
 """`--slo-stop-when-decided`: a run ends as soon as its verdict is certain, pass or fail, with
-anytime-valid bounds (the statistics themselves: tests/gate/test_sequential.py)."""
+anytime-valid bounds (the statistics themselves: tests/gate/test_sequential.py); `--slo-stop-when-failed`:
+only when it is certainly a fail."""
 
 import json
 import math
@@ -144,6 +145,17 @@ def test_the_early_verdict_agrees_with_the_end_of_run_judge() -> None:
             assert str(judge(spec_of(TTFT), store, RunInfo()).verdict) == looks[0].state
 
 
+def test_the_start_line_says_which_verdicts_end_the_run() -> None:
+    from slogate.slo.plugin.watchers import early_stop_note
+
+    both = "--slo-stop-when-decided: the run stops once every SLO is decided at 99% confidence"
+    assert early_stop_note(0.99, [], ()) == both
+    assert early_stop_note(0.95, [], (), correlated=True, failed_only=True) == (
+        "--slo-stop-when-failed: the run stops once an SLO is decided failed at 95% confidence (latency percentiles "
+        "on batches as long as the requests' measured correlation)"
+    )
+
+
 # --- headless runs against the fault server ------------------------------------------------------
 
 
@@ -208,6 +220,28 @@ def test_an_slo_only_the_end_can_judge_keeps_the_run_to_its_run_time(own_fault_s
     assert waited.code == 0 and waited.report["run"]["stopped"]["reason"] == "run_time", waited.stderr[-2000:]
     assert "--slo-stop-when-decided: the run stops once every SLO is decided at 99% confidence" in waited.stderr
     assert "tokens cannot be decided before the end" in waited.stderr
+
+
+def test_stop_when_failed_ends_a_failing_run_and_leaves_a_passing_one_its_run_time(
+    own_fault_server, locust_run, tmp_path: Path
+) -> None:
+    """`--slo-stop-when-failed` (a capacity search's steps): the same bounds, but only a fail ends the run."""
+    url, _ = own_fault_server
+    slo = slo_file(
+        tmp_path, "slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n"
+    )
+    args = ["-u", "1", "--slo-file", str(slo), "--slo-stop-when-failed", "--shared-prefix-tokens", "20"]
+    # 15x above at 10 req/s (as the failing 120 s gate above): decided fail within seconds.
+    failing = locust_run(url, *args, "-t", "120s", "--arrival-rate", "10", "--model", "ttft_ms=3000,tokens=2",
+                         locustfile="open-loop", timeout=150)  # fmt: skip
+    stopped = failing.report["run"]["stopped"]
+    assert failing.code == 1 and stopped["reason"] == DECIDED and stopped["verdict"] == "fail", failing.stderr[-2000:]
+    assert stopped["after_s"] < 60
+    assert "verdict certain (fail)" in failing.stdout
+    # 10x below at 40 req/s, which --slo-stop-when-decided passes in about 3 s (the test below): to its end.
+    passing = locust_run(url, *args, "-t", "8s", "--arrival-rate", "40", "--model", "ttft_ms=20,tokens=2",
+                         locustfile="open-loop", timeout=60)  # fmt: skip
+    assert passing.code == 0 and passing.report["run"]["stopped"]["reason"] == "run_time", passing.stderr[-2000:]
 
 
 @pytest.mark.parametrize(

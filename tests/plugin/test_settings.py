@@ -51,7 +51,9 @@ def test_given_values_are_typed() -> None:
     assert settings.gate.warmup_s == 0.0 and settings.gate.min_samples == 7  # 0 s of warm-up is not "none given"
     assert settings.reports.exports == (("vllm-bench", "f"),)
     early = Settings.from_parsed(parse(*given, "--slo-stop-when-decided", "--slo-correlated-requests")).early_stop
-    assert early.stop_when_decided and early.correlated
+    assert early.stop_when_decided and early.correlated and not early.stop_when_failed
+    early = Settings.from_parsed(parse(*given, "--slo-stop-when-failed", "--slo-correlated-requests")).early_stop
+    assert early.stop_when_failed and early.correlated and not early.stop_when_decided
     workload = options.WorkloadOptions.from_parsed(
         parse("--trace", "t.jsonl", "--trace-limit", "0", "--arrival-rate", "3", "--turns", "2-3")
     )
@@ -68,7 +70,13 @@ def test_given_values_are_typed() -> None:
         (["--slo-abort-on-fail", "--slo-file", "s.yaml"], {"slo_window_s": 0}, "--slo-window-s: must be > 0"),
         (["--slo-abort-on-fail", "--slo-file", "s.yaml", "--slo-interval-s", "0"], {}, "--slo-interval-s must be > 0"),
         (["--slo-abort-on-fail"], {}, "--slo-abort-on-fail judges the SLO file's objectives"),
-        (["--slo-correlated-requests"], {}, "--slo-correlated-requests is how --slo-stop-when-decided decides"),
+        (["--slo-correlated-requests"], {}, "--slo-correlated-requests is how --slo-stop-when-decided (or -failed)"),
+        (["--slo-stop-when-failed"], {}, "--slo-stop-when-failed decides the SLO file's objectives"),
+        (
+            ["--slo-stop-when-failed", "--slo-stop-when-decided", "--slo-file", "s.yaml"],
+            {},
+            "--slo-stop-when-failed is --slo-stop-when-decided without its passes: give one of them",
+        ),
         (
             ["--slo-correlated-requests", "--slo-stop-when-decided", "--slo-file", "s.yaml", "--slo-interval-s", "0"],
             {},
