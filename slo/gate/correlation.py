@@ -13,9 +13,10 @@ k = max(1, SAFETY x tau) requests: n requests and x over the target count as n/k
 exceedances in the per-request bounds (an effective sample size). Far below the knee (tau ~ 1, or
 nothing over the target to measure it by) a decision needs twice the requests of the per-request
 test; near the knee k times them, or it stays undecided. A floor of 1 (k = 1) is reached only by a
-negatively correlated series. A pass needs tau measured: with a request over the target in fewer
-than MIN_INTERVALS intervals, each interval's requests count as one sample for the pass (a fail,
-as far above a knee a short probe's, keeps the estimate: tau 1 under 4 intervals). Intervals
+negatively correlated series. A decision needs tau measured: with a request over the target in
+fewer than MIN_INTERVALS intervals, each interval's requests count as at most one sample, for a
+pass and for a fail (far above a knee a few intervals all over still fail; a burst in the first two
+seconds of a step 8 % below the knee, at tau 1, was decided fail on a real run). Intervals
 without a request of the objective's class are left out. The guarantee is approximate (tau is
 estimated from the run itself; SAFETY covers its noise): docs/capacity.md gives the coverage it
 measured in simulation.
@@ -134,8 +135,8 @@ def batch_length_of(over: Sequence[int], totals: Sequence[int]) -> float:
 def decide_adaptive(
     o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float, scale: float = 1.0
 ) -> str:
-    """pass, fail or undecided: `o` on the per-request bounds with n/k samples and x/k exceedances; for
-    a pass, with an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval. `scale`
+    """pass, fail or undecided: `o` on the per-request bounds with n/k samples and x/k exceedances; with
+    an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval (at most). `scale`
     > 1 projects: what `scale` times the runs would decide at the share and the k measured so far (the
     point estimates: whether more runs are worth their time, never a decision)."""
     assert o.percentile is not None
@@ -143,17 +144,16 @@ def decide_adaptive(
     over, totals = pooled_counts(runs, o)
     k, x, n = batch_length_of(over, totals), sum(over) * scale, sum(totals) * scale
     intervals = sum(1 for t in totals if t) * scale
-    k_pass = max(k, n / intervals) if x and intervals < MIN_INTERVALS else k
+    k_short = max(k, n / intervals) if x and intervals < MIN_INTERVALS else k
 
     def share(k: float) -> tuple[int, float]:
         samples = math.floor(n / k) if n else 0
         return samples, x * samples / n if n else 0.0  # the observed share on the floored count
 
-    samples, exceedances = share(k_pass)
+    samples, exceedances = share(k_short)
     passes = pass_threshold(samples, q0, pass_alpha) if samples else None
     if passes is not None and exceedances <= passes:
         return PASS
-    samples, exceedances = share(k)
     fails = fail_threshold(samples, q0, fail_alpha) if samples else None
     if fails is not None and exceedances >= fails:
         return FAIL

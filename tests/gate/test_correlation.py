@@ -68,14 +68,17 @@ def test_busy_periods_of_ten_requests_are_counted_in_batches_of_about_twice_ten(
     assert batch_requests([per_second([100.0] * 300)], o)[0] == 2  # nothing over: tau taken as 1
 
 
-def test_an_exceedance_in_fewer_than_ten_intervals_passes_only_on_one_sample_per_interval() -> None:
+def test_an_exceedance_in_fewer_than_ten_intervals_is_decided_on_one_sample_per_interval() -> None:
     busy = per_second([400.0] + [100.0] * 899, per_s=100)  # 9 s of 100 requests, one over: tau not measured
     assert [lk.state for lk in look(SPEC, busy, 0.99)] == ["pass"]
     assert [lk.state for lk in look(SPEC, busy, 0.99, correlated=True)] == ["undecided"]  # 9 samples
     clean = per_second([100.0] * 900, per_s=100)  # nothing over: tau 1, batches of 2
     assert [lk.state for lk in look(SPEC, clean, 0.99, correlated=True)] == ["pass"]
-    slow = per_second([400.0] * 30)  # 3 s, all over (a probe far above a knee): a fail keeps tau 1
+    slow = per_second([400.0] * 30)  # 3 s, all over (a probe far above a knee): 3 samples, all over
     assert [lk.state for lk in look(SPEC, slow, 0.99, correlated=True)] == ["fail"]
+    burst = per_second([100.0] * 8 + [400.0] * 6 + [100.0] * 2 + [400.0] * 4)  # a step's first 2 s: 10 of 20 over
+    assert [lk.state for lk in look(SPEC, burst, 0.99)] == ["fail"]
+    assert [lk.state for lk in look(SPEC, burst, 0.99, correlated=True)] == ["undecided"]  # 2 samples, not 10
 
 
 def test_an_objective_on_a_tag_is_not_batched_its_percentile_decided_per_request() -> None:
