@@ -92,7 +92,7 @@ def main() -> None:
                 warmup_s=args.warmup_s,
                 locust_args=workload,
                 abort_on_fail=abort,
-                early_stop=STOP_WHEN_DECIDED if early else None,
+                stop_option=STOP_WHEN_DECIDED if early else None,
             )
 
         settings = SearchSettings(args.rate_start, args.precision, args.step_s, max_steps=20)

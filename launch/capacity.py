@@ -49,7 +49,7 @@ def locust_step(
     config: str | Path | None = None,
     locust_args: Sequence[str] = (),
     abort_on_fail: bool = True,
-    early_stop: str | None = STOP_WHEN_DECIDED,
+    stop_option: str | None = STOP_WHEN_DECIDED,
     correlated: bool = False,
     workers: Workers = ONE_PROCESS,
 ) -> RunStep:
@@ -58,12 +58,11 @@ def locust_step(
     at rate / users, so the offered rate is exact across them; the arrival process and
     every workload option are the caller's `locust_args`), `warmup_s` not judged, then `step_s`
     measured, stopped early by `--slo-abort-on-fail` when an SLO fails beyond noise over the step
-    (unless `abort_on_fail` is false: a plain sweep) and by the `early_stop` option
-    (`--slo-stop-when-decided`: as soon as its verdict is certain either way; `--slo-stop-when-failed`:
-    a fail only; None: no early stop; `correlated`: latency percentiles on batches as long as the
-    requests' measured correlation). Its output goes to `locust.log` in the step's report directory."""
-
-    stop_option = early_stop  # the step's own: a pooled step's later runs are whole whatever it says
+    (unless `abort_on_fail` is false: a plain sweep) and by `stop_option` (`--slo-stop-when-decided`:
+    as soon as its verdict is certain either way; `--slo-stop-when-failed`: a fail only; None: no
+    early stop; `correlated`: latency percentiles on batches as long as the requests' measured
+    correlation), except in a run asked to go whole (`early_stop` false: a pooled step's later runs).
+    Its output goes to `locust.log` in the step's report directory."""
 
     def run(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         early = stop_option if early_stop else None
@@ -173,7 +172,7 @@ def search_target(
     correlated = options.judge.batch_s == AUTO  # adaptive batches: the early stop decides on them
     step = locust_step(
         url, slo_file=options.slo_file, warmup_s=options.warmup_s, config=options.config,
-        locust_args=options.locust_args, early_stop=options.early_stop, workers=options.workers,
+        locust_args=options.locust_args, stop_option=options.early_stop, workers=options.workers,
         correlated=correlated,
         # Deciding early, a failing step ends once the bounds fail it: the abort's window bound would
         # cut it before they can (a step then bounds nothing). Without the early stop, the abort, but
@@ -183,7 +182,7 @@ def search_target(
     # Probes on the way up (launch/knee_probe.py): a short warm-up, no abort, each only a direction.
     probe = locust_step(
         url, slo_file=options.slo_file, warmup_s=min(options.warmup_s, PROBE_WARMUP_S), config=options.config,
-        locust_args=options.locust_args, early_stop=options.early_stop, workers=options.workers,
+        locust_args=options.locust_args, stop_option=options.early_stop, workers=options.workers,
         correlated=correlated, abort_on_fail=False,
     )  # fmt: skip
     judge = options.judge

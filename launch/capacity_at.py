@@ -3,7 +3,10 @@
 One step at R, decided by the anytime-valid bounds (launch/knee_interval.py): it ends as soon as
 every objective is decided at `--slo-confidence`, pass or fail, which far from the knee takes
 seconds; left undecided at `--step-s` it is run again (per request: twice as long, once; on
-batches: up to 3 runs pooled, the later ones whole), then reported undecided (exit 3). Its result
+batches: up to 3 runs pooled, the later ones whole), then reported undecided (exit 3). Unlike a
+search's step it takes its whole budget even where the runs so far project no decision: a decision
+is what it is for, and a projection can be wrong (far below the knee, a pass on a few requests over
+the target). Its result
 is a `CapacityResult` of one step, so the files, the exit code (0 pass, 1 fail, 3 undecided) and
 the summary of several profiles are the search's.
 """
@@ -29,7 +32,7 @@ def judge_at_rate(
     """The step at `rate` (its report in `out_dir/step-01-<rate>rps/`), as a result of one step."""
     settings.check()
     result = CapacityResult(settings, confidence=judge.confidence, batch_s=judge.batch_s)
-    step = judge_step(run_step, rate, settings.step_s, out_dir, result, judge)
+    step = judge_step(run_step, rate, settings.step_s, out_dir, result, judge, cut=False)  # its whole budget
     on_step(step)
     at = f"the test at {rate:g} {step.rate_unit}"
     if step.decision == UNDECIDED:

@@ -3,20 +3,21 @@
 `search` starts at `rate_start` and doubles the rate until a step fails (halving instead when the
 first step already fails; with `probe_s`, short probes double it instead, and the decided steps
 start at the first probe over: launch/knee_probe.py), then bisects until the interval [highest
-decided pass, lowest decided fail] is within `precision` of its lower end, or the steps left
-undecided inside it are all within `precision` of their neighbours (launch/knee_interval.py
-decides each step by the anytime-valid bounds; an undecided step's nearest-rank verdict says which
-way to go). Each step is one judged run at a fixed offered rate: the search only sees its `Report`,
-through a `RunStep` callback (launch/capacity.py runs Locust; a benchmark its own).
+decided pass, lowest decided fail] is within `precision` of its lower end, or both ends are within
+`precision` of the nearest undecidable step inside it (launch/knee_interval.py decides each step
+by the anytime-valid bounds; an undecided step's nearest-rank verdict says which way to go). Each
+step is one judged run at a fixed offered rate: the search only sees its `Report`, through a
+`RunStep` callback (launch/capacity.py runs Locust; a benchmark its own).
 
 A step is pass, fail or inconclusive, as its report's verdict says, and its `decision` pass, fail
 or undecided, as the bounds say. An undecided step (within noise of a target, too few samples, the
-client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.attempts`), but on
-the way up or down, before a step passed and one failed, only an inconclusive one is; still
+client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.attempts`, while
+the runs left could decide it: otherwise it is `undecidable`), but on the way up or down, before a
+step passed and one failed, only an inconclusive one is; still
 inconclusive, the search stops there and says why (`decided` false, exit 3); still undecided with
 a pass or fail verdict, the search goes on and the step bounds nothing, except that, while no
-pass is decided, such a pass that ran without extension is judged again, as a new step with its
-whole budget, before the search goes below it (launch/knee_next.py picks each next rate: a lower
+pass is decided, such a pass that ran without extension and more runs could decide is judged
+again, as a new step with its budget, before the search goes below it (launch/knee_next.py picks each next rate: a lower
 rate only makes a pass slower to decide). A pass decided with a late
 client is a pass (client delay only adds): never run again. A step whose run wrote no report
 (`NoReport`) ends the search (exit 3), with what was judged.
@@ -118,7 +119,7 @@ class Step:
     server: dict[str, Any]  # the SERVER_FIGURES the report has (from /metrics)
     report_dir: str
     conversations: bool = False  # --turns > 1: the offered rate counts new conversations
-    decided_after_s: float | None = None  # --slo-stop-when-decided ended it this far into its run
+    decided_after_s: float | None = None  # --slo-stop-when-decided (or -failed) ended it this far into its run
     decision: str = UNDECIDED  # pass | fail | undecided, by the anytime-valid bounds (launch/knee_interval.py)
     probe: bool = False  # a probe on the way up (launch/knee_probe.py): it bounds nothing unless decided fail
     # Undecided, its budget (`StepJudge.attempts`) spent or, projected from its runs, not enough to decide it:
@@ -226,13 +227,14 @@ class CapacityResult:
         return gap is not None and (gap[1] - gap[0]) / gap[0] <= self.settings.precision + 1e-9
 
     def exit_code(self, min_capacity: float | None = None) -> int:
-        """0 met (or, without a minimum, decided), 1 below the minimum, 3 the search could not tell."""
+        """0 met (or, without a minimum, decided), 1 below the minimum, 3 the search could not tell: each
+        by a decided end of the interval (a minimum inside it, however narrow, is not decided either way)."""
         low, high = self.interval_rps
         if min_capacity is None:
             return exitcodes.PASS if self.decided else exitcodes.INCONCLUSIVE
         if low is not None and low >= min_capacity:
             return exitcodes.PASS
-        if (high is not None and high <= min_capacity) or self.decided:
+        if high is not None and high <= min_capacity:
             return exitcodes.FAIL
         return exitcodes.INCONCLUSIVE
 
@@ -327,13 +329,14 @@ def judge_step(
     result: CapacityResult,
     judge: StepJudge,
     extend: bool = True,
+    cut: bool = True,
 ) -> Step:
     """One step at `rate`, its report in `out_dir/step-NN-<rate>rps/`, added to `result`; left
-    undecided by the bounds, run again twice as long once, unless `extend` is false (only an
-    inconclusive step then)."""
+    undecided by the bounds, run again (`judge.attempts`) unless `extend` is false (only an
+    inconclusive step then), and, `cut`, only while more runs could decide it (`StepJudge.may_decide`)."""
     where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps"
     try:
-        step, report = _judge_rate(run_step, rate, step_s, where, judge, extend)
+        step, report = _judge_rate(run_step, rate, step_s, where, judge, extend, cut)
     except CapacityInputError as e:
         e.partial = result  # what was judged before stays reported
         raise
@@ -343,11 +346,14 @@ def judge_step(
 
 
 def _judge_rate(
-    run_step: RunStep, rate: float, step_s: float, report_dir: Path, judge: StepJudge, extend: bool
+    run_step: RunStep, rate: float, step_s: float, report_dir: Path, judge: StepJudge, extend: bool, cut: bool
 ) -> tuple[Step, Report]:
-    """One step; run again when inconclusive, or, `extend`, undecided by the bounds (`judge.attempts`)."""
+    """One step; run again when inconclusive, or, `extend`, undecided by the bounds (`judge.attempts`;
+    `cut`: while the runs left could decide it). Undecided with a verdict, it is `undecidable` when its
+    budget is spent or the runs left could not decide it."""
     started = time.monotonic()
     attempts, reports, budget = 0, [], judge.attempts(step_s)
+    could_decide: bool | None = None  # the runs left, projected from those so far (StepJudge.may_decide)
     for attempt_s in budget:
         attempts += 1
         where = report_dir if attempts == 1 else report_dir.with_name(f"{report_dir.name}-{attempts}")
@@ -357,15 +363,14 @@ def _judge_rate(
         inconclusive = report.verdict == Verdict.INCONCLUSIVE  # twice: the search stops there
         if decision != UNDECIDED or (inconclusive and attempts >= 2) or (not extend and not inconclusive):
             break
-        if not inconclusive and not judge.may_decide(reports, len(budget)):
+        could_decide = None if inconclusive else judge.may_decide(reports, sum(budget[attempts:]))
+        if cut and could_decide is False:
             break  # within noise of a target: the runs left would not decide it
-    wall_s = time.monotonic() - started
-    step = step_from_report(rate, report, attempts, attempt_s, wall_s, where, decision)
-    step.undecidable = (
-        decision == UNDECIDED
-        and report.verdict != Verdict.INCONCLUSIVE
-        and (attempts == len(budget) or not judge.may_decide(reports, len(budget)))
-    )
+    step = step_from_report(rate, report, attempts, attempt_s, time.monotonic() - started, where, decision)
+    if decision == UNDECIDED and report.verdict != Verdict.INCONCLUSIVE:
+        if attempts < len(budget) and could_decide is None:
+            could_decide = judge.may_decide(reports, sum(budget[attempts:]))
+        step.undecidable = attempts == len(budget) or not could_decide
     return step, report
 
 

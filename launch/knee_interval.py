@@ -2,7 +2,7 @@
 the interval they bracket.
 
 A step's `decision` is pass or fail only when the bounds decide it at `--slo-confidence`: a step
-ended by `--slo-stop-when-decided` keeps the verdict it was stopped on; any other (its run time
+ended by `--slo-stop-when-decided` (or `-failed`) keeps the verdict it was stopped on; any other (its run time
 reached, aborted on a breach) is looked at once more on its final figures. The bounds are
 anytime-valid, so a look at whatever moment a step ended is as valid as one at a planned moment.
 Objectives the bounds cannot pass before the end (those only the end judges, a zero ceiling on a
@@ -102,13 +102,15 @@ class StepJudge:
             return UNDECIDED
         return decision
 
-    def may_decide(self, reports: Sequence[Report], runs: int) -> bool:
-        """Whether `runs` runs at the step's rate could decide what `reports` (its runs so far, pooled,
-        undecided) leave open. On adaptive batches, False when every open objective is a batched
-        latency percentile and, at the exceedance share and correlation measured so far, `runs` runs
-        would decide none of them fail and not all of them pass: the step is within noise of its target at
-        this step length, and the runs left would most likely only confirm it (a point estimate: it saves
-        time, never makes a decision). Otherwise True (per request, fixed batches: their budget is short)."""
+    def may_decide(self, reports: Sequence[Report], more_s: float) -> bool:
+        """Whether `more_s` seconds more of runs at the step's rate could decide what `reports` (its runs
+        so far, pooled, undecided) leave open. On adaptive batches, False when every open objective is a
+        batched latency percentile and, at the exceedance share, rate and correlation measured so far,
+        that much more would decide none of them fail and not all of them pass: the step is within
+        noise of its target at this step length (or has too few requests at its rate), and more runs
+        would most likely only confirm it. A point estimate: more runs might still decide, so a search
+        saves their time and a test at R does not (`launch/knee.py`). Otherwise True (per request, fixed
+        batches: no projection)."""
         if self.batch_s != AUTO or not reports:
             return True
         *earlier, last = reports
@@ -120,8 +122,8 @@ class StepJudge:
         if any(state == UNDECIDED and name not in batched for name, state in states.items()):
             return True  # an objective whose bounds need more of its own requests: nothing to project
         alpha, fail_alpha = self._alphas(spec)
-        stores, scale = [r.measurements for r in reports], runs / len(reports)
-        states.update({n: decide_adaptive(o, stores, alpha, fail_alpha, scale) for n, o in batched.items()})
+        stores = [r.measurements for r in reports]
+        states.update({n: decide_adaptive(o, stores, alpha, fail_alpha, more_s) for n, o in batched.items()})
         return _combined(states.values()) != UNDECIDED
 
     def _at_end(self, spec: SloSpec) -> set[str]:

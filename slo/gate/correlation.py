@@ -133,17 +133,19 @@ def batch_length_of(over: Sequence[int], totals: Sequence[int]) -> float:
 
 
 def decide_adaptive(
-    o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float, scale: float = 1.0
+    o: Objective, runs: Sequence[MetricsStore], pass_alpha: float, fail_alpha: float, more_s: float = 0.0
 ) -> str:
     """pass, fail or undecided: `o` on the per-request bounds with n/k samples and x/k exceedances; with
-    an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval (at most). `scale`
-    > 1 projects: what `scale` times the runs would decide at the share and the k measured so far (the
-    point estimates: whether more runs are worth their time, never a decision)."""
+    an exceedance in fewer than MIN_INTERVALS intervals, one sample per interval (at most). `more_s` > 0
+    projects: what `more_s` seconds more of the same would decide, at the share, the rate and the k
+    measured so far (point estimates: whether more runs are worth their time, never a decision)."""
     assert o.percentile is not None
     q0 = exceedance_limit(o.percentile)
     over, totals = pooled_counts(runs, o)
+    measured = sum(1 for t in totals if t)
+    scale = 1 + more_s / (measured * runs[-1].intervals.interval_s) if measured else 1.0
     k, x, n = batch_length_of(over, totals), sum(over) * scale, sum(totals) * scale
-    intervals = sum(1 for t in totals if t) * scale
+    intervals = measured * scale
     k_short = max(k, n / intervals) if x and intervals < MIN_INTERVALS else k
 
     def share(k: float) -> tuple[int, float]:

@@ -120,11 +120,11 @@ def _early_stop(opts: Any) -> EarlyStopOptions:
         raise SloSpecError(f"--slo-confidence: must be in (0, 1), e.g. 0.99, got {confidence!r}")
     not_blocking = tuple(n.strip() for n in (_get(opts, "slo_not_blocking", "")).split(",") if n.strip())
     stop_when_decided = bool(_get(opts, "slo_stop_when_decided", False))
-    if not stop_when_decided and not_blocking:
+    stop_when_failed = bool(_get(opts, "slo_stop_when_failed", False))  # waits for no pass: not_blocking is moot
+    if not (stop_when_decided or stop_when_failed) and not_blocking:
         raise SloSpecError("--slo-not-blocking names what --slo-stop-when-decided does not wait for: give both")
     if stop_when_decided and not _get(opts, "slo_file", ""):
         raise SloSpecError("--slo-stop-when-decided decides the SLO file's objectives: give --slo-file")
-    stop_when_failed = bool(_get(opts, "slo_stop_when_failed", False))
     if stop_when_failed and stop_when_decided:
         raise SloSpecError("--slo-stop-when-failed is --slo-stop-when-decided without its passes: give one of them")
     if stop_when_failed and not _get(opts, "slo_file", ""):

@@ -206,7 +206,7 @@ def register(sub: Any) -> None:
         dest="early_stop",
         action="store_false",
         help="run every step for its whole --step-s (default: a step ends as soon as its verdict is certain; a "
-        "search's steps on batches, the default, as soon as it is certainly a fail)",
+        "search's steps on adaptive batches, the default, as soon as it is certainly a fail)",
     )
     add_report_dir(p, "slogate-capacity")
     p.add_argument("--port", type=port_number, default=8011, help="port for launched profiles")

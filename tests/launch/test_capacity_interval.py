@@ -109,7 +109,7 @@ def test_a_whole_run_of_a_step_sends_no_early_stop(monkeypatch: pytest.MonkeyPat
     sent: list[list[str]] = []
     monkeypatch.setattr(capacity.runner, "run_locust", lambda host, out, **kw: sent.append(kw["extra"]) or report(0))
     for option in (STOP_WHEN_DECIDED, STOP_WHEN_FAILED):
-        step = capacity.locust_step("http://x", slo_file="slo.yaml", warmup_s=1, early_stop=option, correlated=True)
+        step = capacity.locust_step("http://x", slo_file="slo.yaml", warmup_s=1, stop_option=option, correlated=True)
         step(12, 30, tmp_path, early_stop=False)
         step(12, 30, tmp_path)
         whole, stopping = sent[-2:]

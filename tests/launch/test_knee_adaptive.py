@@ -25,15 +25,38 @@ def test_what_the_per_request_bounds_pass_on_busy_periods_adaptive_batches_leave
 
 
 def test_a_step_gets_more_runs_only_while_they_could_decide_it() -> None:
-    """Projected at the share over the target and the correlation measured so far: 3.3 % over in busy
-    periods stays undecided on three such runs; 100 clean requests (50 samples on batches of 2) pass on
-    three. Only a projection: the runs themselves decide."""
+    """Projected at the share over the target, the rate and the correlation measured so far: 3.3 % over
+    in busy periods stays undecided with 60 s more of the same; 100 clean requests in 10 s (50 samples
+    on batches of 2) pass with 20 s more; a run stopped after 3 s is projected by its seconds, not as a
+    whole run. Only a projection: the runs themselves decide."""
     judged = StepJudge(SPEC, batch_s=AUTO)
     noisy, clean = step_report(clustered(300, busy_every=30)), step_report([100.0] * 100)
     assert judged.decide(noisy) == judged.decide(clean) == "undecided"
-    assert not judged.may_decide([noisy], 3) and judged.may_decide([clean], 3)
-    assert not judged.may_decide([clean], 1)  # one run like it: still too few
-    assert StepJudge(SPEC, batch_s=None).may_decide([noisy], 2)  # per request: its short budget is kept
+    assert not judged.may_decide([noisy], 60) and judged.may_decide([clean], 20)
+    assert not judged.may_decide([clean], 0)  # nothing more: still too few
+    short = step_report([100.0] * 30)  # 3 s: 30 requests, then two whole runs of 30 s to come
+    assert judged.may_decide([short], 60) and not judged.may_decide([short], 6)
+    assert StepJudge(SPEC, batch_s=None).may_decide([noisy], 30)  # per request: no projection
+
+
+def test_a_test_at_r_takes_its_whole_budget_a_searchs_step_stops_once_more_runs_could_not_decide_it(
+    tmp_path: Path,
+) -> None:
+    from slogate.launch.capacity_at import judge_at_rate
+    from slogate.launch.knee import CapacityResult, SearchSettings, judge_step
+
+    noisy = step_report(clustered(300, busy_every=30))  # within noise on any number of runs
+    runs: list[float] = []
+
+    def run(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
+        runs.append(step_s)
+        return noisy
+
+    judged = StepJudge(SPEC, batch_s=AUTO)
+    at = judge_at_rate(run, 12, SearchSettings(step_s=30), tmp_path / "at", judged).steps[0]
+    assert (at.decision, at.attempts, at.undecidable, len(runs)) == ("undecided", 3, True, 3)
+    step = judge_step(run, 12, 30, tmp_path / "search", CapacityResult(SearchSettings()), judged)
+    assert (step.decision, step.attempts, step.undecidable, len(runs)) == ("undecided", 1, True, 4)
 
 
 def test_batch_s_is_auto_0_or_seconds() -> None:

@@ -54,6 +54,8 @@ def test_given_values_are_typed() -> None:
     assert early.stop_when_decided and early.correlated and not early.stop_when_failed
     early = Settings.from_parsed(parse(*given, "--slo-stop-when-failed", "--slo-correlated-requests")).early_stop
     assert early.stop_when_failed and early.correlated and not early.stop_when_decided
+    moot = parse(*given, "--slo-stop-when-failed", "--slo-not-blocking", "p95")  # waits for no pass: accepted
+    assert Settings.from_parsed(moot).early_stop.not_blocking == ("p95",)
     workload = options.WorkloadOptions.from_parsed(
         parse("--trace", "t.jsonl", "--trace-limit", "0", "--arrival-rate", "3", "--turns", "2-3")
     )
