@@ -13,13 +13,13 @@ A step is pass, fail or inconclusive, as its report's verdict says, and its `dec
 or undecided, as the bounds say. An undecided step (within noise of a target, too few samples, the
 client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.attempts`, while
 the runs left could decide it: otherwise it is `undecidable`), but on the way up or down, before a
-step passed and one failed, only an inconclusive one is; still
-inconclusive, the search stops there and says why (`decided` false, exit 3); still undecided with
-a pass or fail verdict, the search goes on and the step bounds nothing, except that, while no
-pass is decided, such a pass that ran without extension and more runs could decide is judged
-again, as a new step with its budget, before the search goes below it (launch/knee_next.py picks each next rate: a lower
-rate only makes a pass slower to decide). A pass decided with a late
-client is a pass (client delay only adds): never run again. A step whose run wrote no report
+step passed and one failed, only an inconclusive one is; still inconclusive, the search stops there
+and says why (`decided` false, exit 3); still undecided with a pass or fail verdict, the search goes
+on and the step bounds nothing, except that, while no pass is decided, such a pass that ran without
+extension and that more runs could decide is judged again, as a new step with its budget, before
+the search goes below it (launch/knee_next.py picks each next rate: a lower rate only makes a pass
+slower to decide). A pass decided with a late client is a pass (client delay only adds): never run
+again. A step whose run wrote no report
 (`NoReport`) ends the search (exit 3), with what was judged.
 """
 
