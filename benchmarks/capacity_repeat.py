@@ -126,7 +126,8 @@ class SimulatedStep:
     into an empty queue (as a step starts), `warmup_s` not judged, the early stop (`early`: the option,
     `--slo-stop-when-decided` or `-failed`, and on batches: `--slo-correlated-requests`) emulated by a
     look a second (on the requests whose first token had come), those waiting at the stop counted
-    with the time they had waited; `wall_s` adds up what the steps would take. No abort (without the early stop a step runs whole)."""
+    with the time they had waited; `wall_s` adds up what the steps would take. No abort (without the
+    early stop a step runs whole)."""
 
     def __init__(self, shape: Shape, spec: SloSpec, warmup_s: float, early: tuple[str | None, bool], seed: int) -> None:
         self.shape, self.spec, self.warmup_s, (self.early_stop, self.correlated) = shape, spec, warmup_s, early
