@@ -50,7 +50,6 @@ from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.report import Report, RunInfo
-from slogate.slo.gate.sequential import FAIL
 from slogate.slo.gate.spec import SloSpec, parse_spec
 
 
@@ -161,8 +160,9 @@ class SimulatedStep:
                     store.add(_record(sent[order[added]], ttft[order[added]]))
                     added += 1
                 looks = look(self.spec, store, DEFAULT_CONFIDENCE, correlated=self.correlated)
-                verdict = certain_verdict(looks, waits_for(self.spec, (), False), ())
-                if verdict is not None and (verdict == FAIL or self.early_stop != STOP_WHEN_FAILED):
+                failed_only = self.early_stop == STOP_WHEN_FAILED
+                verdict = certain_verdict(looks, waits_for(self.spec, (), False), (), failed_only)
+                if verdict is not None:
                     end, looked, on_batches = float(at), tuple(looks), self.correlated
                     stop = RunStop(DECIDED, end, step_s, verdict, DEFAULT_CONFIDENCE, looked, correlated=on_batches)
                     break

@@ -116,9 +116,8 @@ class StepJudge:
         *earlier, last = reports
         states = self._states(last, earlier)
         spec = self.spec or SloSpec(tuple(r.objective for r in last.slos))
-        batched = {
-            o.name: o for o in spec.objectives if batchable(o, last.measurements) and o.name not in self._at_end(spec)
-        }
+        at_end = self._at_end(spec)
+        batched = {o.name: o for o in spec.objectives if batchable(o, last.measurements) and o.name not in at_end}
         if any(state == UNDECIDED and name not in batched for name, state in states.items()):
             return True  # an objective whose bounds need more of its own requests: nothing to project
         alpha, fail_alpha = self._alphas(spec)

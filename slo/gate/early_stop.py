@@ -93,14 +93,14 @@ def look(
 
 
 def certain_verdict(
-    looks: list[ObjectiveLook], waiting_for: Collection[str], not_blocking: Collection[str]
+    looks: list[ObjectiveLook], waiting_for: Collection[str], not_blocking: Collection[str], failed_only: bool = False
 ) -> str | None:
     """`fail` once any objective has failed; `pass` once every objective has passed, but those not
-    blocking (`--slo-not-blocking`), and nothing else keeps the run (`waits_for` is empty); None
-    while undecided."""
+    blocking (`--slo-not-blocking`), and nothing else keeps the run (`waits_for` is empty), unless
+    `failed_only` (`--slo-stop-when-failed`); None while undecided."""
     if any(lk.state == FAIL for lk in looks):
         return FAIL
-    if waiting_for:
+    if waiting_for or failed_only:
         return None
     if all(lk.state == PASS or lk.name in not_blocking for lk in looks):
         return PASS

@@ -18,7 +18,6 @@ from slogate.slo.gate.facts import DECIDED, RunStop, percent
 from slogate.slo.gate.metrics import ClassMetrics, MetricsStore
 from slogate.slo.gate.record import ALL, ErrorKind
 from slogate.slo.gate.self_check import assess
-from slogate.slo.gate.sequential import FAIL
 from slogate.slo.gate.window import first_breach, objectives_on_tags, unwindowed_note
 from slogate.slo.plugin import target
 from slogate.slo.plugin.control import abort_run, end_run, quit_orphan
@@ -97,8 +96,8 @@ def watch_decisions(gate: Gate, run: Run) -> None:
         metrics = gate.metrics()
         early = gate.early_stop
         looks = look(gate.spec, metrics, early.confidence, client_delay_ms(gate, metrics), early.correlated)
-        verdict = certain_verdict(looks, gate.waiting_for, early.not_blocking)
-        if verdict is not None and (verdict == FAIL or not early.stop_when_failed):
+        verdict = certain_verdict(looks, gate.waiting_for, early.not_blocking, early.stop_when_failed)
+        if verdict is not None:
             after = round(time.time() - run.started_at, 3)
             batched = early.correlated and any(batchable(o, metrics) for o in gate.spec.objectives)
             stop = RunStop(DECIDED, after, run.planned_s, verdict, early.confidence, tuple(looks), correlated=batched)
