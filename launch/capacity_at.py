@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from slogate.launch.knee import CapacityResult, RunStep, SearchSettings, Step, judge_step
+from slogate.launch.knee import CapacityResult, RunStep, SearchSettings, judge_step
 from slogate.launch.knee_interval import PASS, UNDECIDED, StepJudge
+from slogate.launch.knee_step import Step
 from slogate.slo.gate.facts import percent
 
 

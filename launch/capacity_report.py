@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from slogate.launch.knee import CapacityInputError, CapacityResult, Step
+from slogate.launch.knee import CapacityInputError, CapacityResult
 from slogate.launch.knee_interval import UNDECIDED
 from slogate.launch.knee_outcome import ProfileOutcome, outcome_exit_code, overall_exit_code
+from slogate.launch.knee_step import Step
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.latency_metrics import HEADLINE
 from slogate.slo.gate.verdict import Verdict

@@ -15,12 +15,12 @@ client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.
 the runs left could decide it: otherwise it is `undecidable`), but on the way up or down, before a
 step passed and one failed, only an inconclusive one is; still inconclusive, the search stops there
 and says why (`decided` false, exit 3); still undecided with a pass or fail verdict, the search goes
-on and the step bounds nothing, except that, while no pass is decided, such a pass that ran without
-extension and that more runs could decide is judged again, as a new step with its budget, before
-the search goes below it (launch/knee_next.py picks each next rate: a lower rate only makes a pass
-slower to decide). A pass decided with a late client is a pass (client delay only adds): never run
-again. A step whose run wrote no report
-(`NoReport`) ends the search (exit 3), with what was judged.
+on and the step bounds nothing, except that, while no pass is decided, such a pass with runs left in
+its budget that more runs could decide is judged again, as a new step pooling its earlier runs with
+those left, before the search goes below it (launch/knee_next.py picks each next rate: a lower rate
+only makes a pass slower to decide). A pass decided with a late client is a pass (client delay only
+adds): never run again. A step whose run wrote no report (`NoReport`) ends the search (exit 3), with
+what was judged.
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ from typing import Any, Protocol
 from slogate.launch.knee_interval import FAIL, PASS, UNDECIDED, StepJudge, interval
 from slogate.launch.knee_next import next_rate, side
 from slogate.launch.knee_probe import probe_up
+from slogate.launch.knee_step import Step, step_from_report
 from slogate.slo.gate import exitcodes
-from slogate.slo.gate.facts import DECIDED
 from slogate.slo.gate.latency_metrics import HEADLINE
-from slogate.slo.gate.record import ALL
-from slogate.slo.gate.report import Report, goodput_summary
+from slogate.slo.gate.report import Report
 from slogate.slo.gate.verdict import Outcome, Verdict
 
 
@@ -49,9 +48,6 @@ class RunStep(Protocol):
     of a step whose runs are pooled: stopped on its own decision, it would end before the pool decides)."""
 
     def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report: ...
-
-
-SERVER_FIGURES = ("prefix_cache_hit_rate", "kv_cache_usage_max", "num_requests_waiting_max", "preemptions")
 
 
 class NoReport(Exception):
@@ -100,72 +96,6 @@ class SearchSettings:
 
 
 @dataclass(slots=True)
-class Step:
-    """One offered rate, as judged."""
-
-    rate_rps: float
-    verdict: str  # pass | fail | inconclusive
-    attempts: int  # 2 when the first was inconclusive and it was run again, longer
-    step_s: float  # measured seconds asked of the last attempt
-    wall_s: float  # every attempt, warm-up and an early abort included
-    reasons: list[str]
-    aborted: bool  # --slo-abort-on-fail stopped it
-    achieved_rps: float | None  # successful requests per second measured
-    requests: int
-    dropped: int
-    ttft_p95_ms: dict[str, float | None]  # per class, `all` first
-    goodput_rps: float | None
-    goodput_fraction: float | None
-    server: dict[str, Any]  # the SERVER_FIGURES the report has (from /metrics)
-    report_dir: str
-    conversations: bool = False  # --turns > 1: the offered rate counts new conversations
-    decided_after_s: float | None = None  # --slo-stop-when-decided (or -failed) ended it this far into its run
-    decision: str = UNDECIDED  # pass | fail | undecided, by the anytime-valid bounds (launch/knee_interval.py)
-    probe: bool = False  # a probe on the way up (launch/knee_probe.py): it bounds nothing unless decided fail
-    # Undecided, its budget (`StepJudge.attempts`) spent or, projected from its runs, not enough to decide it:
-    # within noise of a target at --step-s (or too few requests at its rate); launch/knee_next.py judges it
-    # no further and bisects no gap past it.
-    undecidable: bool = False
-
-    @property
-    def rate_unit(self) -> str:
-        """What `rate_rps` counts: requests, or with --turns new conversations (each of several
-        requests; `achieved_rps` still counts requests)."""
-        return "conv/s" if self.conversations else "req/s"
-
-
-def step_from_report(
-    rate: float, report: Report, attempts: int, step_s: float, wall_s: float, where: Path, decision: str = UNDECIDED
-) -> Step:
-    summary = report.metrics_summary()
-    stopped = report.run.stopped
-    total = summary.get(ALL) or {}
-    goodput = goodput_summary(report.measurements)["classes"].get(ALL) or {}
-    server = report.server.to_json() if report.server is not None else {}
-    server = {k: server[k] for k in SERVER_FIGURES if k in server}
-    return Step(
-        rate_rps=rate,
-        verdict=str(report.verdict),
-        attempts=attempts,
-        step_s=step_s,
-        wall_s=round(wall_s, 3),
-        reasons=list(report.reasons),
-        aborted=report.run.aborted is not None,
-        decided_after_s=stopped.after_s if stopped is not None and stopped.reason == DECIDED else None,
-        achieved_rps=total.get("requests_per_s"),
-        requests=total.get("requests") or 0,
-        dropped=total.get("dropped") or 0,
-        ttft_p95_ms={cls: (m.get(f"{HEADLINE.name}_ms") or {}).get("p95") for cls, m in summary.items()},
-        goodput_rps=goodput.get("goodput_rps"),
-        goodput_fraction=goodput.get("fraction"),
-        server=server,
-        report_dir=str(where),
-        conversations=report.run.workload.conversations,
-        decision=decision,
-    )
-
-
-@dataclass(slots=True)
 class CapacityResult:
     settings: SearchSettings
     steps: list[Step] = field(default_factory=list)
@@ -173,6 +103,7 @@ class CapacityResult:
     ttft_targets_ms: dict[str, float] = field(default_factory=dict)  # per class, from the SLO file (for the chart)
     confidence: float = 0.99  # of each step's decision (--slo-confidence)
     batch_s: float | str | None = None  # StepJudge's: None per request (requests assumed independent), AUTO, seconds
+    runs: dict[float, list[Report]] = field(default_factory=dict, repr=False)  # every run at each rate (pooled)
 
     @property
     def judged(self) -> list[Step]:
@@ -335,29 +266,41 @@ def judge_step(
     undecided by the bounds, run again (`judge.attempts`) unless `extend` is false (only an
     inconclusive step then), and, `cut`, only while more runs could decide it (`StepJudge.may_decide`)."""
     where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps"
+    whole = judge.attempts(step_s)
+    earlier = result.runs.get(rate, []) if judge.pools else []  # judged again: its earlier runs count, pooled
+    earlier = earlier if len(earlier) < len(whole) else []
     try:
-        step, report = _judge_rate(run_step, rate, step_s, where, judge, extend, cut)
+        step, reports = _judge_rate(run_step, rate, whole[len(earlier) :], where, judge, extend, cut, earlier)
     except CapacityInputError as e:
         e.partial = result  # what was judged before stays reported
         raise
     result.steps.append(step)
-    result.ttft_targets_ms = result.ttft_targets_ms or ttft_targets(report)
+    result.runs[rate] = reports
+    result.ttft_targets_ms = result.ttft_targets_ms or ttft_targets(reports[-1])
     return step
 
 
 def _judge_rate(
-    run_step: RunStep, rate: float, step_s: float, report_dir: Path, judge: StepJudge, extend: bool, cut: bool
-) -> tuple[Step, Report]:
-    """One step; run again when inconclusive, or, `extend`, undecided by the bounds (`judge.attempts`;
-    `cut`: while the runs left could decide it). Undecided with a verdict, it is `undecidable` when its
-    budget is spent or the runs left could not decide it."""
+    run_step: RunStep,
+    rate: float,
+    budget: tuple[float, ...],
+    report_dir: Path,
+    judge: StepJudge,
+    extend: bool,
+    cut: bool,
+    earlier: list[Report],
+) -> tuple[Step, list[Report]]:
+    """One step of the runs of `budget` (after the `earlier` runs at its rate, pooled); run again when
+    inconclusive, or, `extend`, undecided by the bounds (`cut`: while the runs left could decide it).
+    Undecided with a verdict, it is `undecidable` when its budget is spent or the runs left could not
+    decide it. Returns the step and every run at its rate."""
     started = time.monotonic()
-    attempts, reports, budget = 0, [], judge.attempts(step_s)
+    attempts, reports = 0, list(earlier)
     could_decide: bool | None = None  # the runs left, projected from those so far (StepJudge.may_decide)
     for attempt_s in budget:
         attempts += 1
         where = report_dir if attempts == 1 else report_dir.with_name(f"{report_dir.name}-{attempts}")
-        report = run_once(run_step, rate, attempt_s, where, early_stop=attempts == 1 or not judge.pools)
+        report = run_once(run_step, rate, attempt_s, where, early_stop=not reports or not judge.pools)
         decision = judge.decide(report, reports)
         reports.append(report)
         inconclusive = report.verdict == Verdict.INCONCLUSIVE  # twice: the search stops there
@@ -368,10 +311,14 @@ def _judge_rate(
             break  # within noise of a target: the runs left would not decide it
     step = step_from_report(rate, report, attempts, attempt_s, time.monotonic() - started, where, decision)
     if decision == UNDECIDED and report.verdict != Verdict.INCONCLUSIVE:
+        left_s = sum(budget[attempts:])
         if attempts < len(budget) and could_decide is None:
-            could_decide = judge.may_decide(reports, sum(budget[attempts:]))
+            could_decide = judge.may_decide(reports, left_s)
         step.undecidable = attempts == len(budget) or not could_decide
-    return step, report
+        step.runs_left = len(budget) - attempts
+        step.decide_in_s = judge.seconds_to_decide(reports, 2 * left_s) if left_s else None
+        step.too_few_requests = report.verdict == Verdict.PASS and not judge.may_decide(reports, left_s, clean=True)
+    return step, reports
 
 
 def run_once(run_step: RunStep, rate: float, step_s: float, where: Path, early_stop: bool = True) -> Report:

@@ -102,7 +102,7 @@ class StepJudge:
             return UNDECIDED
         return decision
 
-    def may_decide(self, reports: Sequence[Report], more_s: float) -> bool:
+    def may_decide(self, reports: Sequence[Report], more_s: float, clean: bool = False) -> bool:
         """Whether `more_s` seconds more of runs at the step's rate could decide what `reports` (its runs
         so far, pooled, undecided) leave open. On adaptive batches, False when every open objective is a
         batched latency percentile and, at the exceedance share, rate and correlation measured so far,
@@ -110,7 +110,8 @@ class StepJudge:
         noise of its target at this step length (or has too few requests at its rate), and more runs
         would most likely only confirm it. A point estimate: more runs might still decide, so a search
         saves their time and a test at R does not (`launch/knee.py`). Otherwise True (per request, fixed
-        batches: no projection)."""
+        batches: no projection). `clean`: as if none of the requests had been over a target (whether
+        the rate sends enough requests in that time for a pass at all)."""
         if self.batch_s != AUTO or not reports:
             return True
         *earlier, last = reports
@@ -122,8 +123,19 @@ class StepJudge:
             return True  # an objective whose bounds need more of its own requests: nothing to project
         alpha, fail_alpha = self._alphas(spec)
         stores = [r.measurements for r in reports]
-        states.update({n: decide_adaptive(o, stores, alpha, fail_alpha, more_s) for n, o in batched.items()})
+        states.update({n: decide_adaptive(o, stores, alpha, fail_alpha, more_s, clean) for n, o in batched.items()})
         return _combined(states.values()) != UNDECIDED
+
+    def seconds_to_decide(self, reports: Sequence[Report], limit_s: float) -> float | None:
+        """The fewest seconds more of runs that, projected as in `may_decide`, would decide the step
+        (to a second); None beyond `limit_s`, or with no projection (per request, fixed batches)."""
+        if self.batch_s != AUTO or not reports or not self.may_decide(reports, limit_s):
+            return None
+        low, high = 0.0, float(limit_s)
+        while high - low > 1:
+            middle = (low + high) / 2
+            low, high = (low, middle) if self.may_decide(reports, middle) else (middle, high)
+        return math.ceil(high)
 
     def _at_end(self, spec: SloSpec) -> set[str]:
         """The objectives a run's end judges (listed not blocking, decided only at the end, a zero ceiling)."""

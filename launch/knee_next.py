@@ -1,15 +1,18 @@
 """The knee search's next rate (launch/knee.py `search` asks `next_rate` after every step).
 
 Up, doubling, until a step fails; then, while no pass is decided, down: but first, an undecided
-pass that was run without extension (before the search had seen a pass and a fail: on the way up,
-or the first step below a fail), whose verdict only gave the way, and whose runs projected to its
-whole budget could decide it (not `Step.undecidable`), is judged again as a new step with that
-budget (`StepJudge.attempts`), the highest such rate below the lowest decided fail
-(or, with none decided, below the lowest step that failed) first, at `--rate-max` too. A lower
+pass with runs left in its budget (run without extension, before the search had seen a pass and a
+fail, on the way up or the first step below a fail, where its verdict only gave the way; or cut by
+the projection) is judged again, its earlier runs pooled with those it had left
+(`StepJudge.attempts`): below the lowest decided fail (or, with none decided, below the lowest step
+that failed), at `--rate-max` too, the highest such rate whose runs projected could decide it (not
+`Step.undecidable`), else the one projected to decide soonest within twice its runs left. A lower
 rate sends fewer requests a second, so a pass is harder to decide there, not easier: at 8 req/s
 three runs decide a clean pass that 4 or 2 req/s never would in the same time (issue 31). Only
 when no such step is left does the way go below the lowest step: to half its rate, or, above a
-probe that looked fine, to the geometric middle between them. Once both ends are decided, into
+probe that looked fine, to the geometric middle between them; and not at all once the lowest step
+that passed had too few requests to decide a pass even with none over a target
+(`Step.too_few_requests`): the search stops there, no pass decided. Once both ends are decided, into
 the wider of the two gaps at the interval's ends (`CapacityResult.widest_gap`: up to the nearest
 step inside it left undecidable), until both are within the precision: between two steps within
 noise of the target a step is within noise too, and would spend its budget to say so.
@@ -24,7 +27,8 @@ from slogate.launch.knee_interval import FAIL, PASS, UNDECIDED
 from slogate.slo.gate.verdict import Verdict
 
 if TYPE_CHECKING:
-    from slogate.launch.knee import CapacityResult, Step
+    from slogate.launch.knee import CapacityResult
+    from slogate.launch.knee_step import Step
 
 
 def side(step: Step) -> str:
@@ -71,27 +75,49 @@ def next_rate(result: CapacityResult) -> float | None:
 
 
 def _once_more(result: CapacityResult, below: float) -> float | None:
-    """The highest rate below `below` whose step passed undecided but not undecidable (run without
-    extension, its runs projected to its whole budget could decide it: `search` extends a step once the
-    steps before it include a pass and a fail, by decision or verdict) and has not been judged again
-    since; None when there is none."""
+    """The rate below `below` whose step passed undecided with runs left in its budget (`Step.runs_left`:
+    run without extension, or cut by the projection) and that has not been judged again since, whose
+    runs left, pooled with those so far, are most likely to decide it: the highest of those not
+    `undecidable` (projected to decide within the runs left), else the one projected to decide soonest
+    within twice its runs left (a projection from one run's few requests over a target is that
+    uncertain; `Step.decide_in_s`) that has enough requests for a pass (`Step.too_few_requests`);
+    None when there is none."""
     judged = result.judged
-    again = [
-        s.rate_rps
+    open_ = [
+        s
         for i, s in enumerate(judged)
         if not s.probe
         and s.rate_rps < below
         and s.decision == UNDECIDED
         and s.verdict == Verdict.PASS
-        and not s.undecidable
+        and s.runs_left > 0
         and all(later.rate_rps != s.rate_rps for later in judged[i + 1 :])
     ]
-    return max(again, default=None)
+    likely = [s.rate_rps for s in open_ if not s.undecidable]
+    if likely:
+        return max(likely)
+    step_s = result.settings.step_s
+    hopeful = [
+        s
+        for s in open_
+        if not s.too_few_requests and s.decide_in_s is not None and s.decide_in_s <= 2 * s.runs_left * step_s
+    ]
+    return min(hopeful, key=lambda s: s.decide_in_s or 0.0).rate_rps if hopeful else None
 
 
-def _way_down(result: CapacityResult, lowest: float) -> float:
+def _way_down(result: CapacityResult, lowest: float) -> float | None:
     """Below the lowest step (none decided pass): half its rate, or, above a probe that looked fine, the
-    geometric middle between them (that probe's rate when they are within the precision)."""
+    geometric middle between them (that probe's rate when they are within the precision). None, with
+    `stopped_because` said, when the lowest step that passed had too few requests for a pass even with
+    none over a target (`Step.too_few_requests`): a lower rate sends fewer still."""
+    passed = [s for s in result.latest_steps if not s.probe and side(s) == PASS]
+    if passed and passed[0].too_few_requests:
+        result.stopped_because = (
+            f"no step was decided pass: those that passed by nearest rank were left undecided, and at "
+            f"{passed[0].rate_rps:g} {passed[0].rate_unit} and below a step's runs send too few requests to decide a "
+            f"pass even with none over a target (a longer --step-s gives them more)"
+        )
+        return None
     fine = [s.rate_rps for s in result.steps if s.probe and s.verdict == Verdict.PASS and s.rate_rps < lowest]
     if not fine:
         return lowest / 2

@@ -81,6 +81,26 @@ def test_an_exceedance_in_fewer_than_ten_intervals_is_decided_on_one_sample_per_
     assert [lk.state for lk in look(SPEC, burst, 0.99, correlated=True)] == ["undecided"]  # 2 samples, not 10
 
 
+def test_few_over_the_target_near_it_the_requests_over_the_runs_own_percentile_show_the_clusters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A calm minute near the knee: one request of 600 over the 200 ms target (nothing to measure a
+    correlation by: batches of 2, a pass), its p95 180 ms, the 5 % over 170 ms in 3 busy seconds of 10
+    requests each: batches of ~20 requests, 30 samples, undecided. Far below the target the own
+    percentile is not looked at (under 75 % of it: 140 ms)."""
+    o = SPEC.objectives[0]
+    calm = [180.0 if second % 20 == 19 else 100.0 for second in range(60) for _ in range(10)]
+    calm[305] = 400.0
+    store = per_second(calm)
+    assert correlation.near_target_batch_length(o, [store]) >= 15
+    assert correlation.decide_adaptive(o, [store], 0.01, 0.01) == "undecided"
+    monkeypatch.setattr(correlation, "NEAR", 1.0)  # the over-target requests alone
+    assert correlation.decide_adaptive(o, [store], 0.01, 0.01) == "pass"
+    far = per_second([140.0 if second % 10 == 9 else 100.0 for second in range(60) for _ in range(10)])
+    assert far.get("shared").latency["ttft"].percentile_ms(95) == pytest.approx(140, rel=0.01)
+    assert correlation.near_target_batch_length(o, [far]) == 1.0  # 70 % of the target
+
+
 def test_an_objective_on_a_tag_is_not_batched_its_percentile_decided_per_request() -> None:
     on_tag = parse_spec({"slos": [{"metric": "ttft", "percentile": 95, "max_ms": 200, "class": "follow_up"}]})
     store = per_second([30.0] * 400)

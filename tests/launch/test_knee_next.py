@@ -1,12 +1,14 @@
 """The knee search's next rate (launch/knee_next.py): with no pass decided, an undecided pass of the
-way up is judged again, with its whole budget, before the way goes below it (issue 31)."""
+way up is judged again, its earlier run pooled with the runs its budget had left, before the way goes
+below it; never below a pass that had too few requests (issue 31)."""
 
 from pathlib import Path
 
-from slogate.launch.knee import CapacityResult, SearchSettings, Step, search
+from slogate.launch.knee import CapacityResult, SearchSettings, search
 from slogate.launch.knee_batch import AUTO
 from slogate.launch.knee_interval import StepJudge
 from slogate.launch.knee_next import next_rate
+from slogate.launch.knee_step import Step
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.report import Report, RunInfo
 
@@ -45,9 +47,10 @@ def test_a_decided_fail_over_undecided_passes_judges_again_the_one_more_runs_cou
     steps = [(s.rate_rps, s.decision, s.attempts) for s in result.steps]
     assert steps[:3] == [(8, "undecided", 1), (16, "undecided", 1), (32, "fail", 1)]  # the measured way up
     # 16 req/s, 4 % over, three runs would not decide (undecidable): not judged again. Nor is a lower rate
-    # tried (4 then 2 req/s never decide): 8, clean, projected to decide, judged again, decided on 2 runs.
+    # tried (4 then 2 req/s never decide): 8, clean, projected to decide, judged again, decided on one run
+    # more, pooled with its first.
     assert result.steps[1].undecidable and not result.steps[0].undecidable
-    assert steps[3] == (8, "pass", 2) and server.calls == [8, 16, 32, 8, 8]
+    assert steps[3] == (8, "pass", 1) and server.calls == [8, 16, 32, 8]
 
 
 def test_only_when_no_undecided_pass_could_be_decided_does_the_way_go_below_them(tmp_path: Path) -> None:
@@ -59,7 +62,7 @@ def test_only_when_no_undecided_pass_could_be_decided_does_the_way_go_below_them
 def test_the_way_up_meeting_an_undecided_fail_judges_the_pass_below_it_again(tmp_path: Path) -> None:
     server = Server(clean=8, over_16=15)  # 16 req/s 6.7 % over: verdict fail, undecided on one run
     steps = run(server, tmp_path, max_steps=3)
-    assert steps == [(8, "undecided", 1), (16, "undecided", 1), (8, "pass", 2)]  # not 4 req/s
+    assert steps == [(8, "undecided", 1), (16, "undecided", 1), (8, "pass", 1)]  # not 4 req/s
 
 
 def test_after_the_probes_an_undecidable_first_step_down_is_not_judged_again(tmp_path: Path) -> None:
@@ -76,7 +79,7 @@ def test_a_first_step_that_fails_then_an_undecidable_pass_below_it_the_way_goes_
 def test_at_the_rate_max_an_undecided_pass_is_judged_again_before_the_search_stops(tmp_path: Path) -> None:
     result = searched(Server(clean=8, over_16=15), tmp_path, max_steps=5, rate_max=16)
     assert [(s.rate_rps, s.decision, s.attempts) for s in result.steps] == [
-        (8, "undecided", 1), (16, "undecided", 1), (8, "pass", 2)]  # fmt: skip
+        (8, "undecided", 1), (16, "undecided", 1), (8, "pass", 1)]  # fmt: skip
     assert result.interval_rps == (8, None) and "--rate-max 16" in result.stopped_because
 
 
@@ -118,3 +121,36 @@ def test_the_bisection_narrows_the_gaps_at_the_intervals_ends_never_one_between_
     assert "the steps between them undecided" in result.stopped_because and result.interval_rps == (8, 16)
     # A step undecided on one run that more runs could decide is no wall: the gap goes past it.
     assert judged((8, "pass", False), (16, "fail", False), (12, "undecided", False)).widest_gap() == (8, 16)
+
+
+def test_the_way_down_stops_at_a_pass_too_few_requests_could_decide_even_clean(tmp_path: Path) -> None:
+    """8 req/s, 4 % over, is within noise (a clean run of its budget would pass): the way goes below it.
+    4 req/s is clean, but its 3 runs of 15 s send 180 requests (90 samples on batches of 2), too few for a
+    pass even with none over: no lower rate (2 and 1 req/s would send fewer) and no second run of it."""
+    server = Server(clean=4)
+    result = searched(server, tmp_path, max_steps=8)
+    assert server.calls == [8, 16, 32, 4] and result.interval_rps == (None, 32)
+    assert [s.too_few_requests for s in result.steps] == [False, False, False, True]
+    assert "too few requests" in result.stopped_because and result.exit_code() == 3
+
+
+def test_with_none_likely_a_pass_projected_to_decide_within_twice_its_runs_left_is_judged_again(
+    tmp_path: Path,
+) -> None:
+    """8 req/s, 1 in 50 over (2 %): its one run of 15 s projects a decision past its 30 s of runs left
+    (undecidable) but within twice them; a projection from 2 requests over is that uncertain, so with no
+    pass decided and none likely it is judged again, its runs left pooled, before the way goes below it."""
+
+    class TwoPercent(Server):
+        def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
+            self.calls.append(rate)
+            every = {8: 50, 16: 25}.get(int(rate), 1)
+            ttfts = [400.0 if i % every == every - 1 else 100.0 for i in range(int(rate * step_s))]
+            return judge(SPEC, per_second(ttfts, per_s=int(rate)), RunInfo())
+
+    server = TwoPercent(clean=0)
+    result = searched(server, tmp_path, max_steps=4)
+    first = result.steps[0]
+    assert first.undecidable and first.decide_in_s is not None and 30 < first.decide_in_s <= 60
+    assert server.calls == [8, 16, 32, 8]  # not 4 req/s: 8 again, its runs pooled (cut after one, still undecided)
+    assert (result.steps[3].rate_rps, result.steps[3].attempts, result.steps[3].runs_left) == (8, 1, 1)
