@@ -37,9 +37,14 @@ def judge_at_rate(
     on_step(step)
     at = f"the test at {rate:g} {step.rate_unit}"
     if step.decision == UNDECIDED:
+        why = (
+            "too few requests at that rate for a pass even with none over a target"
+            if step.too_few_requests
+            else "the capacity is within noise of it"
+        )
         result.stopped_because = (
             f"{at} was undecided at {percent(judge.confidence)} confidence after {step.attempts} run(s), the last "
-            f"{step.step_s:g} s: the capacity is within noise of it (a longer --step-s may decide)"
+            f"{step.step_s:g} s: {why} (a longer --step-s may decide)"
         )
     else:
         word = "every SLO met" if step.decision == PASS else "an SLO not met"

@@ -62,7 +62,8 @@ def render_markdown(result: CapacityResult, title: str = "", min_capacity: float
     header += ["goodput req/s", "goodput", "prefix-cache hit", "wall s"]
     lines += ["", _row(header), "|---" * len(header) + "|"]
     for i, s in enumerate(result.steps, 1):
-        verdict = s.verdict + decision_note(s) + stop_note(s) + (" (retried)" if s.attempts > 1 else "")
+        pooled = f" (+{s.pooled_runs} earlier runs)" if s.pooled_runs else ""
+        verdict = s.verdict + decision_note(s) + stop_note(s) + (" (retried)" if s.attempts > 1 else "") + pooled
         ttfts = [_fmt(s.ttft_p95_ms.get(c)) for c in classes]
         server = _fmt(s.server.get("prefix_cache_hit_rate"), 3)
         cells = [str(i), f"{s.rate_rps:g}", verdict, _fmt(s.achieved_rps, 2), *ttfts, _fmt(s.goodput_rps, 2)]

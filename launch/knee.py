@@ -9,18 +9,19 @@ by the anytime-valid bounds; an undecided step's nearest-rank verdict says which
 step is one judged run at a fixed offered rate: the search only sees its `Report`, through a
 `RunStep` callback (launch/capacity.py runs Locust; a benchmark its own).
 
-A step is pass, fail or inconclusive, as its report's verdict says, and its `decision` pass, fail
-or undecided, as the bounds say. An undecided step (within noise of a target, too few samples, the
-client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.attempts`, while
-the runs left could decide it: otherwise it is `undecidable`), but on the way up or down, before a
-step passed and one failed, only an inconclusive one is; still inconclusive, the search stops there
-and says why (`decided` false, exit 3); still undecided with a pass or fail verdict, the search goes
-on and the step bounds nothing, except that, while no pass is decided, such a pass with runs left in
-its budget that more runs could decide is judged again, as a new step pooling its earlier runs with
-those left, before the search goes below it (launch/knee_next.py picks each next rate: a lower rate
-only makes a pass slower to decide). A pass decided with a late client is a pass (client delay only
-adds): never run again. A step whose run wrote no report (`NoReport`) ends the search (exit 3), with
-what was judged.
+A step is pass, fail or inconclusive, as its report's verdict says, and its `decision` pass, fail or
+undecided, as the bounds say. An undecided step (within noise of a target, too few samples, the
+client saturated, sends dropped on a pass) is run again (its budget, `StepJudge.attempts`, while the
+runs left could decide it: otherwise it is `undecidable`), but on the way up or down, before a step
+passed and one failed, only an inconclusive one is; still inconclusive, the search stops there and
+says why (`decided` false, exit 3); still undecided with a pass or fail verdict, the search goes on
+and the step bounds nothing, except that, while no pass is decided, such a pass with runs left in
+its budget that more runs could decide (or, none such, the one projected to decide soonest within
+twice its runs left) is judged again, as a new step pooling (on batches) its earlier runs with those
+left, before the search goes below it, and it goes no lower than a pass with too few requests
+(launch/knee_next.py picks each next rate: a lower rate only makes a pass slower to decide). A pass
+decided with a late client is a pass (client delay only adds): never run again. A step whose run
+wrote no report (`NoReport`) ends the search (exit 3), with what was judged.
 """
 
 from __future__ import annotations
@@ -275,7 +276,9 @@ def judge_step(
         e.partial = result  # what was judged before stays reported
         raise
     result.steps.append(step)
-    result.runs[rate] = reports
+    result.runs.pop(rate, None)
+    if step.runs_left and step.decision == UNDECIDED and step.verdict == Verdict.PASS:
+        result.runs[rate] = reports  # only a re-judge (launch/knee_next.py `_once_more`) reads them
     result.ttft_targets_ms = result.ttft_targets_ms or ttft_targets(reports[-1])
     return step
 
@@ -291,21 +294,25 @@ def _judge_rate(
     earlier: list[Report],
 ) -> tuple[Step, list[Report]]:
     """One step of the runs of `budget` (after the `earlier` runs at its rate, pooled); run again when
-    inconclusive, or, `extend`, undecided by the bounds (`cut`: while the runs left could decide it).
-    Undecided with a verdict, it is `undecidable` when its budget is spent or the runs left could not
-    decide it. Returns the step and every run at its rate."""
+    inconclusive (once more, past the budget if it is spent), or, `extend`, undecided by the bounds
+    (`cut`: while the runs left could decide it). Undecided with a verdict, it is `undecidable` when its
+    budget is spent or the runs left could not decide it. Returns the step and every run at its rate."""
     started = time.monotonic()
-    attempts, reports = 0, list(earlier)
+    attempts, reports, inconclusive_runs = 0, list(earlier), 0
     could_decide: bool | None = None  # the runs left, projected from those so far (StepJudge.may_decide)
-    for attempt_s in budget:
+    runs = list(budget)
+    for attempt_s in runs:
         attempts += 1
         where = report_dir if attempts == 1 else report_dir.with_name(f"{report_dir.name}-{attempts}")
         report = run_once(run_step, rate, attempt_s, where, early_stop=not reports or not judge.pools)
         decision = judge.decide(report, reports)
         reports.append(report)
         inconclusive = report.verdict == Verdict.INCONCLUSIVE  # twice: the search stops there
-        if decision != UNDECIDED or (inconclusive and attempts >= 2) or (not extend and not inconclusive):
+        inconclusive_runs += inconclusive
+        if decision != UNDECIDED or inconclusive_runs >= 2 or (not extend and not inconclusive):
             break
+        if inconclusive and attempts == len(runs):
+            runs.append(attempt_s)  # an inconclusive run is run again once, whatever the budget had left
         could_decide = None if inconclusive else judge.may_decide(reports, sum(budget[attempts:]))
         if cut and could_decide is False:
             break  # within noise of a target: the runs left would not decide it
@@ -314,10 +321,11 @@ def _judge_rate(
         left_s = sum(budget[attempts:])
         if attempts < len(budget) and could_decide is None:
             could_decide = judge.may_decide(reports, left_s)
-        step.undecidable = attempts == len(budget) or not could_decide
-        step.runs_left = len(budget) - attempts
+        step.undecidable = attempts >= len(budget) or not could_decide
+        step.runs_left = max(0, len(budget) - attempts)
         step.decide_in_s = judge.seconds_to_decide(reports, 2 * left_s) if left_s else None
         step.too_few_requests = report.verdict == Verdict.PASS and not judge.may_decide(reports, left_s, clean=True)
+    step.pooled_runs = len(earlier)
     return step, reports
 
 

@@ -1,21 +1,22 @@
 """The knee search's next rate (launch/knee.py `search` asks `next_rate` after every step).
 
-Up, doubling, until a step fails; then, while no pass is decided, down: but first, an undecided
-pass with runs left in its budget (run without extension, before the search had seen a pass and a
-fail, on the way up or the first step below a fail, where its verdict only gave the way; or cut by
-the projection) is judged again, its earlier runs pooled with those it had left
-(`StepJudge.attempts`): below the lowest decided fail (or, with none decided, below the lowest step
-that failed), at `--rate-max` too, the highest such rate whose runs projected could decide it (not
-`Step.undecidable`), else the one projected to decide soonest within twice its runs left. A lower
-rate sends fewer requests a second, so a pass is harder to decide there, not easier: at 8 req/s
-three runs decide a clean pass that 4 or 2 req/s never would in the same time (issue 31). Only
-when no such step is left does the way go below the lowest step: to half its rate, or, above a
-probe that looked fine, to the geometric middle between them; and not at all once the lowest step
-that passed had too few requests to decide a pass even with none over a target
-(`Step.too_few_requests`): the search stops there, no pass decided. Once both ends are decided, into
-the wider of the two gaps at the interval's ends (`CapacityResult.widest_gap`: up to the nearest
-step inside it left undecidable), until both are within the precision: between two steps within
-noise of the target a step is within noise too, and would spend its budget to say so.
+Up, doubling, until a step fails; then, while no pass is decided, down: but first, an undecided pass
+with runs left in its budget (run without extension, before the search had seen a pass and a fail,
+on the way up or the first step below a fail, where its verdict only gave the way; or cut by the
+projection) is judged again, on batches its earlier runs pooled with those it had left (per request,
+its whole budget again; `StepJudge.attempts`): below the lowest decided fail (or, with none decided,
+below the lowest step that failed), at `--rate-max` too, the highest such rate whose runs projected
+could decide it (not `Step.undecidable`), else the one projected to decide soonest within twice its
+runs left. A lower rate sends fewer requests a second, so a pass is harder to decide there, not
+easier: at 8 req/s three runs decide a clean pass that 4 or 2 req/s never would in the same time
+(issue 31). Only when no such step is left does the way go below the lowest step: to half its rate,
+or, above a probe that looked fine, to the geometric middle between them; and not at all once the
+lowest step that passed had too few requests to decide a pass even with none over a target
+(`Step.too_few_requests`, on adaptive batches, the default): the search stops there, no pass
+decided. Once both ends are decided, into the wider of the two gaps at the interval's ends
+(`CapacityResult.widest_gap`: up to the nearest step inside it left undecidable), until both are
+within the precision: between two steps within noise of the target a step is within noise too, and
+would spend its budget to say so.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def side(step: Step) -> str:
 
 
 def next_rate(result: CapacityResult) -> float | None:
-    """The next rate to try: up until a step fails, down until one passes (an undecided pass of the
-    way up judged again first), then into the widest gap; None with `result.stopped_because` said."""
+    """The next rate to try: up until a step fails, down until one passes (an undecided pass with runs
+    left judged again first; no lower than a pass with too few requests), then into the widest gap;
+    None with `result.stopped_because` said."""
     settings = result.settings
     judged = result.judged
     rates = [s.rate_rps for s in judged]
@@ -79,9 +81,9 @@ def _once_more(result: CapacityResult, below: float) -> float | None:
     run without extension, or cut by the projection) and that has not been judged again since, whose
     runs left, pooled with those so far, are most likely to decide it: the highest of those not
     `undecidable` (projected to decide within the runs left), else the one projected to decide soonest
-    within twice its runs left (a projection from one run's few requests over a target is that
-    uncertain; `Step.decide_in_s`) that has enough requests for a pass (`Step.too_few_requests`);
-    None when there is none."""
+    (`Step.decide_in_s`: within twice its runs left, as uncertain as a projection from one run's few
+    requests over a target is) that has enough requests for a pass (`Step.too_few_requests`); None
+    when there is none."""
     judged = result.judged
     open_ = [
         s
@@ -96,12 +98,7 @@ def _once_more(result: CapacityResult, below: float) -> float | None:
     likely = [s.rate_rps for s in open_ if not s.undecidable]
     if likely:
         return max(likely)
-    step_s = result.settings.step_s
-    hopeful = [
-        s
-        for s in open_
-        if not s.too_few_requests and s.decide_in_s is not None and s.decide_in_s <= 2 * s.runs_left * step_s
-    ]
+    hopeful = [s for s in open_ if not s.too_few_requests and s.decide_in_s is not None]
     return min(hopeful, key=lambda s: s.decide_in_s or 0.0).rate_rps if hopeful else None
 
 

@@ -23,7 +23,7 @@ class Step:
 
     rate_rps: float
     verdict: str  # pass | fail | inconclusive
-    attempts: int  # 2 when the first was inconclusive and it was run again, longer
+    attempts: int  # its runs (more than 1: run again, inconclusive or undecided; earlier runs pooled not counted)
     step_s: float  # measured seconds asked of the last attempt
     wall_s: float  # every attempt, warm-up and an early abort included
     reasons: list[str]
@@ -41,13 +41,17 @@ class Step:
     decision: str = UNDECIDED  # pass | fail | undecided, by the anytime-valid bounds (launch/knee_interval.py)
     probe: bool = False  # a probe on the way up (launch/knee_probe.py): it bounds nothing unless decided fail
     # Undecided, its budget (`StepJudge.attempts`) spent or, projected from its runs, not enough to decide it:
-    # within noise of a target at --step-s (or too few requests at its rate); launch/knee_next.py judges it
-    # no further and bisects no gap past it.
+    # within noise of a target at --step-s (or too few requests at its rate); launch/knee_next.py bisects no
+    # gap past it, and judges it again only while no pass is decided and `decide_in_s` says it might.
     undecidable: bool = False
-    runs_left: int = 0  # undecided: the runs its budget had left (a rate judged again pools its earlier runs)
-    decide_in_s: float | None = None  # undecided: projected seconds of runs more to decide it (within 2x runs left)
-    # An undecided pass that its runs left could not decide even had none of its requests been over a target:
-    # too few requests at its rate; a lower rate sends fewer (launch/knee_next.py goes no lower).
+    runs_left: int = 0  # undecided: the runs its budget had left (on batches a rate judged again pools its runs)
+    pooled_runs: int = 0  # earlier runs at its rate (an earlier step's) that its decision pooled with its own
+    # Undecided, on adaptive batches: the projected seconds of runs more that would decide it, if within
+    # twice its runs left (StepJudge.seconds_to_decide; a point estimate).
+    decide_in_s: float | None = None
+    # An undecided pass, on adaptive batches, that its runs left could not decide even had none of its
+    # requests been over a target: too few requests at its rate; a lower rate sends fewer (knee_next.py
+    # goes no lower).
     too_few_requests: bool = False
 
     @property

@@ -19,7 +19,7 @@ a pass and for a fail (far above a knee a few intervals all over still fail; a b
 two seconds of a step 8 % below the knee, at tau 1, was decided fail on a real run). Near the
 target, k is also measured on the requests over the run's own percentile (the objective's share of
 them): a calm window near the knee has too few requests over the target to show how they cluster
-(simulated M/G/8 steps 1.3 % above the knee passed 23 times in 200 on k from those alone, 3 with
+(simulated M/G/8 steps 1.3 % above the knee passed 23 times in 200 on k from those alone, 11 with
 this). Intervals without a request of the objective's class are left out. The guarantee is approximate (tau is
 estimated from the run itself; SAFETY covers its noise): docs/capacity.md gives the coverage it
 measured in simulation.
@@ -34,7 +34,7 @@ from dataclasses import replace
 
 import numpy as np
 from slogate.slo.gate.facts import ObjectiveLook
-from slogate.slo.gate.histogram import merged
+from slogate.slo.gate.histogram import LatencyHistogram, merged
 from slogate.slo.gate.intervals import IntervalSeries
 from slogate.slo.gate.latency_metrics import INTERVAL_METRICS
 from slogate.slo.gate.metrics import MetricsStore
@@ -144,12 +144,25 @@ def near_target_batch_length(o: Objective, runs: Sequence[MetricsStore]) -> floa
     the runs (5 % for a p95), enough to show how requests near the target cluster where the few over
     it cannot (a calm window near the knee)."""
     assert o.max is not None and o.percentile is not None
-    own = merged(m.get(o.request_class).latency.get(o.metric) for m in runs)
+    own = merged(h for m in runs for h in _histograms(o, m))
     value = own.percentile_ms(o.percentile) if own is not None else None
     if value is None or not NEAR * o.max <= value < o.max:
         return 1.0
-    lower = replace(o, max=o.max * math.floor(value / o.max / QUANTUM) * QUANTUM)
+    lower = replace(o, max=o.max * math.floor(value / (o.max * QUANTUM) + 1e-9) * QUANTUM)
     return batch_length_of(*pooled_counts(runs, lower))
+
+
+def _histograms(o: Objective, m: MetricsStore) -> list[LatencyHistogram | None]:
+    """`o`'s metric in `m`: its class's histogram, or, for `all`, each class's (not a merged copy of every
+    metric of every class, which a look every second would build)."""
+    classes = m.classes.values() if o.request_class == ALL else [m.get(o.request_class)]
+    return [cm.latency.get(o.metric) for cm in classes]
+
+
+def _span(counts: dict[int, tuple[int, int]]) -> int:
+    """Intervals from the first with a request to the last, empty ones between them included."""
+    held = [idx for idx, (_, n) in counts.items() if n]
+    return max(held) - min(held) + 1 if held else 0
 
 
 def decide_adaptive(
@@ -171,7 +184,8 @@ def decide_adaptive(
     over, totals = pooled_counts(runs, o)
     over = [0] * len(over) if clean else over
     measured = sum(1 for t in totals if t)
-    scale = 1 + more_s / (measured * runs[-1].intervals.interval_s) if measured else 1.0
+    elapsed = sum(_span(exceedance_counts(o, m)) for m in runs)  # empty seconds too (a low rate has some)
+    scale = 1 + more_s / (elapsed * runs[-1].intervals.interval_s) if elapsed else 1.0
     k = batch_length_of(over, totals)
     k = k if clean else max(k, near_target_batch_length(o, runs))
     x, n = sum(over) * scale, sum(totals) * scale

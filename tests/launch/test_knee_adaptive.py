@@ -59,6 +59,26 @@ def test_a_test_at_r_takes_its_whole_budget_a_searchs_step_stops_once_more_runs_
     assert (step.decision, step.attempts, step.undecidable, len(runs)) == ("undecided", 1, True, 4)
 
 
+def test_a_rate_judged_again_pools_its_earlier_runs_and_an_inconclusive_last_run_is_run_again(tmp_path: Path) -> None:
+    """Two runs at 12 req/s earlier (within noise), one left of its 3: that run is inconclusive (no
+    samples), so it is run again although the budget is spent, and the step pools all four runs. Only
+    an undecided pass with runs left keeps its runs for a re-judge; a decided step's are let go."""
+    from slogate.launch.knee import CapacityResult, SearchSettings, judge_step
+
+    noisy = step_report(clustered(300, busy_every=30))
+    replies = [step_report([]), step_report([100.0] * 300)]
+
+    def run(rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
+        assert not early_stop  # pooled: every later run goes whole
+        return replies.pop(0)
+
+    result = CapacityResult(SearchSettings())
+    result.runs[12] = [noisy, noisy]
+    step = judge_step(run, 12, 30, tmp_path, result, StepJudge(SPEC, batch_s=AUTO))
+    assert (step.attempts, step.pooled_runs, step.verdict, replies) == (2, 2, "pass", [])
+    assert step.decision == "undecided" and step.undecidable and step.runs_left == 0 and 12 not in result.runs
+
+
 def test_batch_s_is_auto_0_or_seconds() -> None:
     assert (batch_length("auto"), batch_length("0"), batch_length("2.5")) == (AUTO, None, 2.5)
     for bad in ("-1", "x", "inf"):
