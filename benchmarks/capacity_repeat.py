@@ -7,9 +7,9 @@ and writes its first content token T ms after it got its slot: with Poisson arri
 M/D/c FCFS queue whose TTFT is the queue wait plus T. With `lognormal=s` every request's T and
 each I are multiplied by one factor F drawn from a lognormal of mean 1 (mu = -s^2/2, sigma s):
 an M/G/c queue whose service is F x S and whose TTFT is the wait plus F x T. The true knee at
-"p95 TTFT <= target" is the rate whose steady-state p95 TTFT is the target, computed here
-independently of slogate by simulating that queue (`p95_ttft_ms`; bisection in `true_knee`, with
-the same random numbers at every rate, so the p95 is monotone in the rate).
+"p95 TTFT <= target" is the rate whose steady-state p95 TTFT is the target, computed
+independently of slogate by simulating that queue (benchmarks/queue_model.py: bisection in
+`true_knee`, with the same random numbers at every rate, so the p95 is monotone in the rate).
 
 Each search is the CLI as a user runs it, no tuning flag (`--rate-start`, `--step-s`, ... at their
 defaults), with the workload after `--`; `--parallel K` runs K searches at once, each against a
@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from queue_model import Shape, add_shape_arguments, true_knee
 from slogate.launch import fault_server
 from slogate.launch.capacity_at import judge_at_rate
 from slogate.launch.knee import SearchSettings, search
@@ -51,71 +52,6 @@ from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import RequestRecord
 from slogate.slo.gate.report import Report, RunInfo
 from slogate.slo.gate.spec import SloSpec, parse_spec
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """The fault server's queue: `slots` streams at once, each holding its slot `service_ms`."""
-
-    slots: int = 8
-    ttft_ms: float = 200.0
-    tokens: int = 5
-    itl_ms: float = 50.0
-    lognormal: float = 0.0  # sigma of the per-request factor on every hold time (0: deterministic, M/D/c)
-
-    @property
-    def service_ms(self) -> float:
-        return self.ttft_ms + (self.tokens - 1) * self.itl_ms
-
-    @property
-    def capacity_rps(self) -> float:
-        """Requests per second the slots serve flat out (the factor's mean is 1)."""
-        return self.slots * 1000 / self.service_ms
-
-    def model(self, seed: int = 0) -> str:
-        """The `--model` that asks the fault server for this shape (`seed`: its lognormal factors'
-        stream, one per search, so that searches are independent)."""
-        spec = f"slots={self.slots},ttft_ms={self.ttft_ms:g},tokens={self.tokens},itl_ms={self.itl_ms:g}"
-        return spec + (f",lognormal={self.lognormal:g},seed={seed}" if self.lognormal else "")
-
-    def kind(self) -> str:
-        return f"M/{'G' if self.lognormal else 'D'}/{self.slots}"
-
-
-def ttft_samples(rate: float, shape: Shape, arrivals: int = 400_000, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Steady-state queue waits and TTFTs (ms) of the shape's FCFS queue at `rate` req/s: `arrivals`
-    Poisson arrivals after a tenth as many to reach the steady state (discarded)."""
-    rng = np.random.default_rng(seed)
-    warm = arrivals // 10
-    n = arrivals + warm
-    times = np.cumsum(rng.exponential(1.0, n)) * (1000 / rate)  # the same draws at every rate
-    s = shape.lognormal
-    factor = rng.lognormal(-s * s / 2, s, n) if s else np.ones(n)
-    service = (factor * shape.service_ms).tolist()
-    free = [0.0] * shape.slots  # when each slot is next free (ms), a heap
-    waits = np.empty(n)
-    for i, t in enumerate(times.tolist()):
-        start = max(t, free[0])
-        waits[i] = start - t
-        heapq.heapreplace(free, start + service[i])
-    return waits[warm:], (waits + factor * shape.ttft_ms)[warm:]
-
-
-def p95_ttft_ms(rate: float, shape: Shape, arrivals: int = 400_000, seed: int = 1) -> float:
-    """The steady-state p95 TTFT (ms) of the shape's queue at `rate` req/s (`ttft_samples`)."""
-    return float(np.percentile(ttft_samples(rate, shape, arrivals, seed)[1], 95))
-
-
-def true_knee(shape: Shape, target_ms: float, arrivals: int = 400_000) -> float:
-    """The rate (req/s) at which the steady-state p95 TTFT reaches `target_ms` (bisection)."""
-    low, high = 0.01 * shape.capacity_rps, shape.capacity_rps
-    if p95_ttft_ms(low, shape, arrivals) > target_ms:
-        raise ValueError(f"p95 TTFT above {target_ms:g} ms even at {low:g} req/s: no knee")
-    for _ in range(22):
-        mid = (low + high) / 2
-        low, high = (mid, high) if p95_ttft_ms(mid, shape, arrivals) <= target_ms else (low, mid)
-    return (low + high) / 2
-
 
 STARTUP_S = 2.0  # a step's Locust start and stop, measured: a 5 + 30 s step took 36.9 s of wall time
 
@@ -332,12 +268,7 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=20)
     ap.add_argument("--parallel", type=int, default=1, help="searches at once, each with its own fault server")
     ap.add_argument("--cpus-per-search", type=int, default=None, help="pin each lane (server + search) to C cores")
-    ap.add_argument("--slots", type=int, default=8)
-    ap.add_argument("--ttft-ms", type=float, default=200)
-    ap.add_argument("--tokens", type=int, default=5)
-    ap.add_argument("--itl-ms", type=float, default=50)
-    ap.add_argument("--lognormal", type=float, default=0.0, help="sigma of the hold-time factor (fault server key)")
-    ap.add_argument("--target-ms", type=float, default=320, help="p95 TTFT target")
+    add_shape_arguments(ap)
     ap.add_argument("--search-timeout-s", type=float, default=None, help="stop a search after this long")
     ap.add_argument("--knee-only", action="store_true", help="print the true knee and stop")
     ap.add_argument("--simulate", type=int, default=0, help="N searches in-process against the simulated queue")
@@ -345,7 +276,7 @@ def main() -> None:
     args, extra = ap.parse_known_args()
     extra = [a for a in extra if a != "--"]
 
-    shape = Shape(args.slots, args.ttft_ms, args.tokens, args.itl_ms, args.lognormal)
+    shape = Shape.of(args)
     knee = true_knee(shape, args.target_ms)
     print(f"{shape.kind()}, service {shape.service_ms:g} ms (x lognormal {shape.lognormal:g}): capacity "
           f"{shape.capacity_rps:g} req/s, true knee at p95 TTFT <= {args.target_ms:g} ms: {knee:.2f} req/s",

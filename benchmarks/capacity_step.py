@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from capacity_repeat import Shape, SimulatedStep, true_knee
+from capacity_repeat import SimulatedStep
+from queue_model import Shape, add_shape_arguments, true_knee
 from slogate.launch.knee_batch import AUTO, steps_stop_early
 from slogate.launch.knee_interval import StepJudge
 from slogate.slo.gate.spec import parse_spec
@@ -26,14 +27,9 @@ def main() -> None:
     ap.add_argument("--rates", required=True, help="comma-separated req/s")
     ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--runs", type=int, default=3, help="runs pooled at most (a search's step: 3)")
-    ap.add_argument("--slots", type=int, default=8)
-    ap.add_argument("--ttft-ms", type=float, default=200)
-    ap.add_argument("--tokens", type=int, default=5)
-    ap.add_argument("--itl-ms", type=float, default=50)
-    ap.add_argument("--lognormal", type=float, default=0.0)
-    ap.add_argument("--target-ms", type=float, default=320)
+    add_shape_arguments(ap)
     args = ap.parse_args()
-    shape = Shape(args.slots, args.ttft_ms, args.tokens, args.itl_ms, args.lognormal)
+    shape = Shape.of(args)
     spec = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": args.target_ms}]})
     judge, early = StepJudge(spec, batch_s=AUTO), (steps_stop_early(True, AUTO, knee=True), True)
     knee = true_knee(shape, args.target_ms)
