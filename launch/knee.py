@@ -104,7 +104,7 @@ class CapacityResult:
     ttft_targets_ms: dict[str, float] = field(default_factory=dict)  # per class, from the SLO file (for the chart)
     confidence: float = 0.99  # of each step's decision (--slo-confidence)
     batch_s: float | str | None = None  # StepJudge's: None per request (requests assumed independent), AUTO, seconds
-    runs: dict[float, list[Report]] = field(default_factory=dict, repr=False)  # every run at each rate (pooled)
+    runs: dict[float, list[Report]] = field(default_factory=dict, repr=False)  # an undecided pass's, for a re-judge
 
     @property
     def judged(self) -> list[Step]:

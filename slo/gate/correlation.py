@@ -2,27 +2,27 @@
 (`--slo-correlated-requests` for a run's early stop; `slogate capacity --batch-s auto`, the default,
 for each step).
 
-Near a queue's knee the requests' waits come in busy periods: whether one request is over its
-target says a lot about the next, and the per-request bounds (slo/gate/sequential.py, independent
-samples) are then overconfident. How much is measured, run by run: the integrated autocorrelation
-time tau of the over-target indicator in send order (1 for independent requests, (1 + rho) /
-(1 - rho) for an AR(1) series), estimated from the run's `--slo-interval-s` time series (1 s in a
-capacity step) of exceedance counts (their long-run variance, Geyer's initial monotone sequence
-estimator, over the binomial variance). The exceedances are then counted in batches of
-k = max(1, SAFETY x tau) requests: n requests and x over the target count as n/k samples and x/k
-exceedances in the per-request bounds (an effective sample size). Far below the knee (tau ~ 1, or
-nothing over the target to measure it by) a decision needs twice the requests of the per-request
-test; near the knee k times them, or it stays undecided. A floor of 1 (k = 1) is reached only by a
-negatively correlated series. A decision needs tau measured: in a run of fewer than MIN_INTERVALS
-intervals with a request over the target, each interval's requests count as at most one sample, for
-a pass and for a fail (far above a knee a few intervals all over still fail; a burst in the first
-two seconds of a step 8 % below the knee, at tau 1, was decided fail on a real run). Near the
-target, k is also measured on the requests over the run's own percentile (the objective's share of
-them): a calm window near the knee has too few requests over the target to show how they cluster
-(simulated M/G/8 steps 1.3 % above the knee passed 23 times in 200 on k from those alone, 11 with
-this). Intervals without a request of the objective's class are left out. The guarantee is approximate (tau is
-estimated from the run itself; SAFETY covers its noise): docs/capacity.md gives the coverage it
-measured in simulation.
+Near a queue's knee the requests' waits come in busy periods: whether one request is over its target
+says a lot about the next, and the per-request bounds (slo/gate/sequential.py, independent samples)
+are then overconfident. How much is measured, run by run: the integrated autocorrelation time tau of
+the over-target indicator in send order (1 for independent requests, (1 + rho) / (1 - rho) for an
+AR(1) series), estimated from the run's `--slo-interval-s` time series (1 s in a capacity step) of
+exceedance counts (their long-run variance, Geyer's initial monotone sequence estimator, over the
+binomial variance). The exceedances are then counted in batches of k = max(1, SAFETY x tau)
+requests: n requests and x over the target count as n/k samples and x/k exceedances in the
+per-request bounds (an effective sample size). Far below the knee (tau ~ 1, or nothing over the
+target to measure it by) a decision needs twice the requests of the per-request test; near the knee
+k times them, or it stays undecided. A floor of 1 (k = 1) is reached only by a negatively correlated
+series. A decision needs tau measured: in a run of fewer than MIN_INTERVALS intervals with a request
+over the target, each interval's requests count as at most one sample, for a pass and for a fail
+(far above a knee a few intervals all over still fail; a burst in the first two seconds of a step 8
+% below the knee, at tau 1, was decided fail on a real run). Near the target (its own percentile
+from NEAR of it up), k is also measured on the requests over that own percentile (at least the
+objective's share of them): a calm window near the knee has too few requests over the target to show
+how they cluster (simulated M/G/8 steps 1.3 % above the knee passed 23 times in 200 on k from those
+alone, 11 with this). Intervals without a request of the objective's class are left out. The
+guarantee is approximate (tau is estimated from the run itself; SAFETY covers its noise):
+docs/capacity.md gives the coverage it measured in simulation.
 """
 
 from __future__ import annotations
