@@ -182,13 +182,15 @@ def test_bad_input_is_one_line_exit_2(args: list[str], message: str, tmp_path: P
 
 def test_the_test_at_r_decides_the_fault_servers_known_capacity_in_seconds(own_fault_server, tmp_path: Path) -> None:
     """4 slots, each request holding one for 100 + 4 x 25 = 200 ms: 20 req/s. 12 req/s is well
-    below (constant arrivals: no wait, TTFT ~100 ms against 250; a client on a loaded machine adds
-    to it: p95 150 ms seen with 12 CPU hogs beside it), 40 well above (the queue grows every second).
+    below (constant arrivals: no wait, TTFT ~100 ms against 400; a client on a loaded machine adds
+    to it: p95 150 ms seen with 12 CPU hogs beside it, and a CI run's stalls put 19 of 361 requests
+    over 250 ms, in 6 seconds: batches of 23, undecided on 3 runs), 40 well above (the queue grows
+    every second).
     A p90: the bounds pass it on 54 samples all under, 108 requests on batches of 2 (the default:
     --batch-s auto), 9 s at 12 req/s. How long each takes is measured in benchmarks/RESULTS.md, not here."""
     url, _ = own_fault_server
     slo = tmp_path / "slo.yaml"
-    slo.write_text("slos:\n  - {name: ttft-p90, metric: ttft, percentile: 90, max_ms: 250}\nmin_samples: 10\n")
+    slo.write_text("slos:\n  - {name: ttft-p90, metric: ttft, percentile: 90, max_ms: 400}\nmin_samples: 10\n")
     for minimum, code in ((12, exitcodes.PASS), (40, exitcodes.FAIL)):
         out = tmp_path / f"at-{minimum}"
         proc = subprocess.run(
