@@ -184,7 +184,9 @@ def decide_adaptive(
     over, totals = pooled_counts(runs, o)
     over = [0] * len(over) if clean else over
     measured = sum(1 for t in totals if t)
-    elapsed = sum(_span(exceedance_counts(o, m)) for m in runs)  # empty seconds too (a low rate has some)
+    # Projected by the seconds elapsed, empty ones too (a low rate has some); a plain decision (a look every
+    # second of a run) needs none of it.
+    elapsed = sum(_span(exceedance_counts(o, m)) for m in runs) if more_s else 0
     scale = 1 + more_s / (elapsed * runs[-1].intervals.interval_s) if elapsed else 1.0
     k = batch_length_of(over, totals)
     k = k if clean else max(k, near_target_batch_length(o, runs))
