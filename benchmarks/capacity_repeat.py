@@ -64,8 +64,17 @@ class SimulatedStep:
     with the time they had waited; `wall_s` adds up what the steps would take. No abort (without the
     early stop a step runs whole)."""
 
-    def __init__(self, shape: Shape, spec: SloSpec, warmup_s: float, early: tuple[str | None, bool], seed: int) -> None:
+    def __init__(
+        self,
+        shape: Shape,
+        spec: SloSpec,
+        warmup_s: float,
+        early: tuple[str | None, bool],
+        seed: int,
+        confidence: float = DEFAULT_CONFIDENCE,
+    ) -> None:
         self.shape, self.spec, self.warmup_s, (self.early_stop, self.correlated) = shape, spec, warmup_s, early
+        self.confidence = confidence
         self.rng = np.random.default_rng(seed)
         self.wall_s = 0.0
 
@@ -95,12 +104,12 @@ class SimulatedStep:
                 while added < len(order) and first[order[added]] <= at:
                     store.add(_record(sent[order[added]], ttft[order[added]]))
                     added += 1
-                looks = look(self.spec, store, DEFAULT_CONFIDENCE, correlated=self.correlated)
+                looks = look(self.spec, store, self.confidence, correlated=self.correlated)
                 failed_only = self.early_stop == STOP_WHEN_FAILED
                 verdict = certain_verdict(looks, waits_for(self.spec, (), False), (), failed_only)
                 if verdict is not None:
                     end, looked, on_batches = float(at), tuple(looks), self.correlated
-                    stop = RunStop(DECIDED, end, step_s, verdict, DEFAULT_CONFIDENCE, looked, correlated=on_batches)
+                    stop = RunStop(DECIDED, end, step_s, verdict, self.confidence, looked, correlated=on_batches)
                     break
         self.wall_s += STARTUP_S + end
         store = MetricsStore(interval_s=1.0)
@@ -128,14 +137,16 @@ def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[st
     ap.add_argument("--batch-s", type=batch_length, default=AUTO)
     ap.add_argument("--no-early-stop", dest="early_stop", action="store_false")
     ap.add_argument("--min-capacity", type=float, default=None, help="the test at R: covered = the right decision")
+    ap.add_argument("--slo-confidence", type=float, default=DEFAULT_CONFIDENCE, help="of each step's decision")
     o = ap.parse_args(extra)
     spec = parse_spec({"slos": [{"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": args.target_ms}]})
     settings = SearchSettings(o.rate_start, o.precision, o.step_s, o.max_steps, probe_s=o.probe_s)
-    rows, at, where, judge = [], o.min_capacity, Path("/nonexistent"), StepJudge(spec, batch_s=o.batch_s)
+    rows, at, where = [], o.min_capacity, Path("/nonexistent")
+    judge = StepJudge(spec, o.slo_confidence, batch_s=o.batch_s)
     early = (steps_stop_early(o.early_stop, o.batch_s, knee=at is None), o.batch_s == AUTO)  # as the CLI
     for i in range(1, args.simulate + 1):
-        step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i)
-        probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i)
+        step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i, confidence=o.slo_confidence)
+        probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i, confidence=o.slo_confidence)
         result = judge_at_rate(step, at, settings, where, judge) if at else None
         result = result or search(step, settings, where, judge=judge, probe_step=probe)
         low, high = result.interval_rps
