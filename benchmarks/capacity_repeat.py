@@ -43,7 +43,7 @@ from queue_model import Shape, add_shape_arguments, true_knee
 from slogate.launch import fault_server
 from slogate.launch.capacity_at import judge_at_rate
 from slogate.launch.knee import SearchSettings, search
-from slogate.launch.knee_batch import AUTO, STOP_WHEN_FAILED, batch_length, steps_stop_early
+from slogate.launch.knee_batch import AUTO, STOP_WHEN_DECIDED, STOP_WHEN_FAILED, batch_length, steps_stop_early
 from slogate.launch.knee_interval import StepJudge
 from slogate.slo.gate.early_stop import DEFAULT_CONFIDENCE, certain_verdict, look, waits_for
 from slogate.slo.gate.facts import DECIDED, RunStop
@@ -147,11 +147,11 @@ def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[st
     for i in range(1, args.simulate + 1):
         step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i, confidence=o.slo_confidence)
         probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i, confidence=o.slo_confidence)
-        result = judge_at_rate(step, at, settings, where, judge) if at else None
+        one_run = early[0] == STOP_WHEN_DECIDED  # as the CLI: the test at R's runs stop when decided, one run
+        result = judge_at_rate(step, at, settings, where, judge, stops_when_decided=one_run) if at else None
         result = result or search(step, settings, where, judge=judge, probe_step=probe)
         low, high = result.interval_rps
-        covered = low is not None and high is not None and low <= knee <= high  # the test at R: the right exit
-        covered = covered if at is None else result.exit_code(at) == (0 if at <= knee else 1)
+        covered = right(low, high, knee, at, result.exit_code(at))
         width = (high - low) / knee if low is not None and high is not None else None
         wall = step.wall_s + probe.wall_s
         rows.append(Row(i, low, high, covered, width, round(wall, 1), len(result.steps), result.exit_code(at), None,
@@ -173,6 +173,13 @@ class Row:
     exit_code: int | None
     cpus: str | None
     stopped_because: str = ""
+
+
+def right(low: float | None, high: float | None, knee: float, at: float | None, exit_code: int | None) -> bool:
+    """A search's interval covers the knee; with a minimum (`--min-capacity`), its exit is the right one."""
+    if at is not None:
+        return exit_code == (0 if at <= knee else 1)
+    return low is not None and high is not None and low <= knee <= high
 
 
 def run_search(
@@ -207,7 +214,7 @@ def run_search(
     except (OSError, ValueError):
         data = {"exit_code": done.returncode, "stopped_because": (done.stderr.strip().splitlines() or [""])[-1]}
     low, high = data.get("interval_rps") or [None, None]
-    covered = low is not None and high is not None and low <= knee <= high
+    covered = right(low, high, knee, data.get("min_capacity_rps"), data.get("exit_code"))
     width = (high - low) / knee if low is not None and high is not None else None
     return Row(i, low, high, covered, width, round(wall, 1), data.get("steps_run"), data.get("exit_code"), cpus,
                data.get("stopped_because", ""))  # fmt: skip

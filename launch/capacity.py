@@ -29,6 +29,7 @@ from slogate.launch.knee import (
 from slogate.launch.knee_batch import AUTO, STOP_WHEN_DECIDED
 from slogate.launch.knee_interval import StepJudge, early_pass_note
 from slogate.launch.knee_outcome import ProfileOutcome, overall_exit_code
+from slogate.launch.knee_step import Step
 from slogate.launch.launcher import LAUNCH_ERRORS
 from slogate.launch.locust_command import ONE_PROCESS, Workers
 from slogate.launch.profile import Profile
@@ -190,11 +191,15 @@ def search_target(
     note = early_pass_note(judge.spec, judge.not_blocking) if passes_early and judge.spec else None
     if note:
         say(note)
+
+    def on_step(s: Step) -> None:
+        say(step_line(s))
+
     try:
         if min_capacity is not None and not knee:
-            result = judge_at_rate(step, min_capacity, settings, out_dir, judge, lambda s: say(step_line(s)))
+            result = judge_at_rate(step, min_capacity, settings, out_dir, judge, on_step, passes_early)
         else:
-            result = search(step, settings, out_dir, lambda s: say(step_line(s)), judge, probe)
+            result = search(step, settings, out_dir, on_step, judge, probe)
     except CapacityInputError as e:
         write_error(out_dir, e, min_capacity)
         raise

@@ -262,12 +262,13 @@ def judge_step(
     judge: StepJudge,
     extend: bool = True,
     cut: bool = True,
+    budget: tuple[float, ...] | None = None,
 ) -> Step:
     """One step at `rate`, its report in `out_dir/step-NN-<rate>rps/`, added to `result`; left
-    undecided by the bounds, run again (`judge.attempts`) unless `extend` is false (only an
-    inconclusive step then), and, `cut`, only while more runs could decide it (`StepJudge.may_decide`)."""
+    undecided by the bounds, run again (`budget`, default `judge.attempts`) unless `extend` is false (only
+    an inconclusive step then), and, `cut`, only while more runs could decide it (`StepJudge.may_decide`)."""
     where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps"
-    whole = judge.attempts(step_s)
+    whole = budget or judge.attempts(step_s)
     earlier = result.runs.get(rate, []) if judge.pools else []  # judged again: its earlier runs count, pooled
     earlier = earlier if len(earlier) < len(whole) else []
     try:

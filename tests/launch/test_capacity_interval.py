@@ -39,18 +39,18 @@ def report(over: int, samples: int = 150, spec=SPEC) -> Report:
 
 class NoisyServer:
     """Decided pass up to 18 req/s, within noise of the target from there to 22 (its p95 passes up to
-    20, the knee, fails above), decided fail beyond."""
+    20, the knee, fails above), decided fail beyond. 150 requests a run, or, `timed`, 150 each 4 s of it."""
 
-    def __init__(self) -> None:
+    def __init__(self, timed: bool = False) -> None:
         self.calls: list[tuple[float, float]] = []
+        self.timed = timed
 
     def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         self.calls.append((rate, step_s))
-        if rate <= 18:
-            return report(0)
-        if rate <= 22:
-            return report(7 if rate <= 20 else 10)  # 4.7 % and 6.7 % over: neither side beyond noise at 150
-        return report(150)
+        scale = step_s / 4 if self.timed else 1
+        over = 0 if rate <= 18 else (7 if rate <= 20 else 10) if rate <= 22 else 150
+        # 4.7 % and 6.7 % over within noise: neither side beyond it at 150 requests (nor at 450, timed, 12 s)
+        return report(round(over * scale), samples=round(150 * scale))
 
 
 def test_each_step_is_decided_by_the_bounds_not_by_its_nearest_rank() -> None:
@@ -148,14 +148,15 @@ def fake_command(monkeypatch: pytest.MonkeyPatch, server) -> None:
 def test_min_capacity_is_one_step_at_it(
     minimum: float, code: int, decision: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    server = NoisyServer()
+    server = NoisyServer(timed=True)
     fake_command(monkeypatch, server)
     slo = tmp_path / "slo.yaml"
     slo.write_text("slos:\n  - {name: ttft-p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n")
     out = tmp_path / "out"
     argv = ["capacity", "--host", "http://x", "--slo-file", str(slo), "--out", str(out), "--step-s", "4"]
     assert main([*argv, "--min-capacity", str(minimum)]) == code
-    assert {rate for rate, _ in server.calls} == {minimum}  # no search
+    # No search: one run at R as long as 3 of --step-s (its runs stop when decided, and the fake's do not)
+    assert server.calls == [(minimum, 12.0)]
     data = json.loads((out / "capacity.json").read_text())
     assert data["exit_code"] == code and [s["decision"] for s in data["steps"]] == [decision]
     assert data["batch_s"] == "auto"  # how the steps were decided: the default, on adaptive batches
@@ -222,7 +223,7 @@ def test_processes_split_the_steps_rate_exactly_and_raise_the_rate_max(
 
     def run_locust(host: str, report_dir: Path, **kw: object) -> Report:
         sent.append(list(kw["extra"]))  # type: ignore[call-overload]
-        return report(0)
+        return report(0, samples=450)  # the test at R's one run
 
     monkeypatch.setattr(command.capacity.runner, "run_locust", run_locust)
     slo = tmp_path / "slo.yaml"
