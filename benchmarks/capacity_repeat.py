@@ -144,10 +144,10 @@ def simulate(args: argparse.Namespace, shape: Shape, knee: float, extra: list[st
     rows, at, where = [], o.min_capacity, Path("/nonexistent")
     judge = StepJudge(spec, o.slo_confidence, batch_s=o.batch_s)
     early = (steps_stop_early(o.early_stop, o.batch_s, knee=at is None), o.batch_s == AUTO)  # as the CLI
+    one_run = early[0] == STOP_WHEN_DECIDED  # as the CLI: the test at R's runs stop when decided, one run
     for i in range(1, args.simulate + 1):
         step = SimulatedStep(shape, spec, o.warmup_s, early, seed=i, confidence=o.slo_confidence)
         probe = SimulatedStep(shape, spec, min(o.warmup_s, 1.0), early, seed=10_000 + i, confidence=o.slo_confidence)
-        one_run = early[0] == STOP_WHEN_DECIDED  # as the CLI: the test at R's runs stop when decided, one run
         result = judge_at_rate(step, at, settings, where, judge, stops_when_decided=one_run) if at else None
         result = result or search(step, settings, where, judge=judge, probe_step=probe)
         low, high = result.interval_rps
@@ -214,7 +214,8 @@ def run_search(
     except (OSError, ValueError):
         data = {"exit_code": done.returncode, "stopped_because": (done.stderr.strip().splitlines() or [""])[-1]}
     low, high = data.get("interval_rps") or [None, None]
-    covered = right(low, high, knee, data.get("min_capacity_rps"), data.get("exit_code"))
+    at = None if "--search" in extra else data.get("min_capacity_rps")  # a test at R; with --search, the interval
+    covered = right(low, high, knee, at, data.get("exit_code"))
     width = (high - low) / knee if low is not None and high is not None else None
     return Row(i, low, high, covered, width, round(wall, 1), data.get("steps_run"), data.get("exit_code"), cpus,
                data.get("stopped_because", ""))  # fmt: skip

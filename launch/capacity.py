@@ -197,7 +197,8 @@ def search_target(
 
     try:
         if min_capacity is not None and not knee:
-            result = judge_at_rate(step, min_capacity, settings, out_dir, judge, on_step, passes_early)
+            one_run = passes_early and note is None  # every objective can pass at a look, not only at the end
+            result = judge_at_rate(step, min_capacity, settings, out_dir, judge, on_step, stops_when_decided=one_run)
         else:
             result = search(step, settings, out_dir, on_step, judge, probe)
     except CapacityInputError as e:

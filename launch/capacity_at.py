@@ -2,10 +2,12 @@
 
 One step at R, decided by the anytime-valid bounds (launch/knee_interval.py): it ends as soon as
 every objective is decided at `--slo-confidence`, pass or fail, which far from the knee takes
-seconds. With that early stop (the default) the step is one run as long as a search's step may
-take in all (per request 3x `--step-s`, on adaptive batches 3 runs' worth), else left undecided at
-`--step-s` it is run again (per request: twice as long, once; on batches: up to 3 runs pooled, the
-later ones whole); then reported undecided (exit 3). Unlike a
+seconds. Where its runs end so, pass or fail (`--slo-stop-when-decided`, the default, and no
+objective that only a run's end can pass), the step is one run of 3x `--step-s`, as long as a
+search's step may take in all. Without it (`--no-early-stop`, fixed `--batch-s` seconds, a zero
+ceiling such as `error_rate max: 0`) a step left undecided at `--step-s` is run again (per request:
+twice as long, once; on batches: runs pooled, the later ones whole, `StepJudge.attempts`). Then it
+is reported undecided (exit 3). Unlike a
 search's step it takes its whole budget even where the runs so far project no decision: a decision
 is what it is for, and a projection can be wrong (far below the knee, a pass on a few requests over
 the target). Its result
@@ -31,7 +33,8 @@ def judge_at_rate(
     out_dir: Path,
     judge: StepJudge,
     on_step: Callable[[Step], None] = lambda s: None,
-    stops_when_decided: bool = False,
+    *,
+    stops_when_decided: bool,
 ) -> CapacityResult:
     """The step at `rate` (its report in `out_dir/step-01-<rate>rps/`), as a result of one step.
     `stops_when_decided`: `run_step`'s runs end once their early stop decides them, pass or fail
@@ -39,7 +42,7 @@ def judge_at_rate(
     settings.check()
     result = CapacityResult(settings, confidence=judge.confidence, batch_s=judge.batch_s)
     # A run's early stop looks every second at every request so far; runs pooled are judged at each one's end, each
-    # after a warm-up of its own (simulated, M/D/8 at 0.77x its knee: 19/20 decided in 42 s, against 12/20 in 111 s).
+    # after a warm-up of its own (the fault server at 0.46x its knee: a pass in 43 s, not 73; benchmarks/RESULTS.md).
     budget = (sum(judge.attempts(settings.step_s)),) if stops_when_decided else None
     step = judge_step(run_step, rate, settings.step_s, out_dir, result, judge, cut=False, budget=budget)
     on_step(step)
@@ -50,9 +53,14 @@ def judge_at_rate(
             if step.too_few_requests
             else "the capacity is within noise of it"
         )
+        runs = (
+            f"one run of {step.step_s:g} s"
+            if step.attempts == 1
+            else f"{step.attempts} runs, the last {step.step_s:g} s"
+        )
         result.stopped_because = (
-            f"{at} was undecided at {percent(judge.confidence)} confidence after {step.attempts} run(s), the last "
-            f"{step.step_s:g} s: {why} (a longer --step-s may decide)"
+            f"{at} was undecided at {percent(judge.confidence)} confidence after {runs}: {why} (a longer --step-s may "
+            "decide)"
         )
     else:
         word = "every SLO met" if step.decision == PASS else "an SLO not met"

@@ -265,8 +265,9 @@ def judge_step(
     budget: tuple[float, ...] | None = None,
 ) -> Step:
     """One step at `rate`, its report in `out_dir/step-NN-<rate>rps/`, added to `result`; left
-    undecided by the bounds, run again (`budget`, default `judge.attempts`) unless `extend` is false (only
-    an inconclusive step then), and, `cut`, only while more runs could decide it (`StepJudge.may_decide`)."""
+    undecided by the bounds, run again (the runs' seconds: `budget`, else `judge.attempts(step_s)`) unless
+    `extend` is false (only an inconclusive step then), and, `cut`, only while more runs could decide it
+    (`StepJudge.may_decide`)."""
     where = out_dir / f"step-{len(result.steps) + 1:02d}-{rate:g}rps"
     whole = budget or judge.attempts(step_s)
     earlier = result.runs.get(rate, []) if judge.pools else []  # judged again: its earlier runs count, pooled
@@ -314,6 +315,8 @@ def _judge_rate(
             break
         if inconclusive and attempts == len(runs):
             runs.append(attempt_s)  # an inconclusive run is run again once, whatever the budget had left
+            if len(budget) == 1:
+                reports.pop()  # a budget of one run (the test at R's): run afresh, its early stop on, not pooled
         could_decide = None if inconclusive else judge.may_decide(reports, sum(budget[attempts:]))
         if cut and could_decide is False:
             break  # within noise of a target: the runs left would not decide it

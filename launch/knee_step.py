@@ -40,9 +40,10 @@ class Step:
     decided_after_s: float | None = None  # --slo-stop-when-decided (or -failed) ended it this far into its run
     decision: str = UNDECIDED  # pass | fail | undecided, by the anytime-valid bounds (launch/knee_interval.py)
     probe: bool = False  # a probe on the way up (launch/knee_probe.py): it bounds nothing unless decided fail
-    # Undecided, its budget (`StepJudge.attempts`) spent or, projected from its runs, not enough to decide it:
-    # within noise of a target at --step-s (or too few requests at its rate); launch/knee_next.py bisects no
-    # gap past it, and judges it again only while no pass is decided and `decide_in_s` says it might.
+    # Undecided, its budget (`StepJudge.attempts`; the test at R's: one run of their seconds) spent or, projected
+    # from its runs, not enough to decide it: within noise of a target (or too few requests at its rate);
+    # launch/knee_next.py bisects no gap past it, and judges it again only while no pass is decided and
+    # `decide_in_s` says it might.
     undecidable: bool = False
     runs_left: int = 0  # undecided: the runs its budget had left (on batches a rate judged again pools its runs)
     pooled_runs: int = 0  # earlier runs at its rate (an earlier step's) that its decision pooled with its own

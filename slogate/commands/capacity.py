@@ -152,7 +152,8 @@ def register(sub: Any) -> None:
         metavar="auto|0|S",
         help="how latency percentiles are decided: auto (default): on batches of requests as long as each step's "
         "measured correlation (a queue's busy periods near the knee), valid when waits are correlated; a step is up "
-        "to 3 runs of --step-s, pooled (the search runs each whole: no early stop; the test at R is one run as long). "
+        "to 3 runs of --step-s, pooled (a search's steps end early only on a fail; the test at R, with its early "
+        "stop, is one run as long). "
         "0: per request, requests assumed independent (fast, overconfident near the knee). S > 0: on batches of S "
         "seconds (a pass needs ~130 batches: runs pooled until decided or twice that; no early stop). The abort on a "
         "breach is used only with 0 and --no-early-stop",
@@ -193,9 +194,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--min-capacity",
         type=float,
-        help="a test at this rate (req/s): one step (one run of up to 3x --step-s, ended once decided), decided "
-        "pass (exit 0) or fail (exit 1) at --slo-confidence, undecided at its budget exit 3; with --search, exit 1 "
-        "when the knee found is below it",
+        help="a test at this rate (req/s): one step (with its early stop, the default, one run of up to 3x --step-s, "
+        "ended once decided), decided pass (exit 0) or fail (exit 1) at --slo-confidence, undecided at its budget "
+        "exit 3; with --search, exit 1 when the knee found is below it",
     )
     p.add_argument(
         "--search",

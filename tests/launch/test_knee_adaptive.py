@@ -53,10 +53,15 @@ def test_a_test_at_r_takes_its_whole_budget_a_searchs_step_stops_once_more_runs_
         return noisy
 
     judged = StepJudge(SPEC, batch_s=AUTO)
-    at = judge_at_rate(run, 12, SearchSettings(step_s=30), tmp_path / "at", judged).steps[0]
-    assert (at.decision, at.attempts, at.undecidable, len(runs)) == ("undecided", 3, True, 3)
+    # Runs that cannot end early on a pass (--no-early-stop): 3 of 30 s, pooled; with the early stop, one of 90 s.
+    at = judge_at_rate(run, 12, SearchSettings(step_s=30), tmp_path / "at", judged, stops_when_decided=False).steps[0]
+    assert (at.decision, at.attempts, at.undecidable, runs) == ("undecided", 3, True, [30, 30, 30])
+    runs.clear()
+    at = judge_at_rate(run, 12, SearchSettings(step_s=30), tmp_path / "one", judged, stops_when_decided=True).steps[0]
+    assert (at.decision, at.attempts, at.undecidable, runs) == ("undecided", 1, True, [90])
+    runs.clear()
     step = judge_step(run, 12, 30, tmp_path / "search", CapacityResult(SearchSettings()), judged)
-    assert (step.decision, step.attempts, step.undecidable, len(runs)) == ("undecided", 1, True, 4)
+    assert (step.decision, step.attempts, step.undecidable, runs) == ("undecided", 1, True, [30])
 
 
 def test_a_rate_judged_again_pools_its_earlier_runs_and_an_inconclusive_last_run_is_run_again(tmp_path: Path) -> None:

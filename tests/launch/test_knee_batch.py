@@ -67,10 +67,14 @@ def test_a_step_on_batches_is_runs_of_step_s_pooled_until_decided(tmp_path: Path
 
     judged = StepJudge(SPEC, batch_s=1.0)
     assert judged.attempts(30) == (30,) * 9  # up to twice the 132 batches of a clean pass
-    result = judge_at_rate(server(100.0), 10, SearchSettings(step_s=30), tmp_path / "pass", judged)
+    result = judge_at_rate(
+        server(100.0), 10, SearchSettings(step_s=30), tmp_path / "pass", judged, stops_when_decided=False
+    )
     assert (result.steps[0].decision, result.steps[0].attempts, runs) == ("pass", 5, [30] * 5)  # 145 >= 132 > 116
     runs.clear()
-    result = judge_at_rate(server(400.0), 10, SearchSettings(step_s=30), tmp_path / "fail", judged)
+    result = judge_at_rate(
+        server(400.0), 10, SearchSettings(step_s=30), tmp_path / "fail", judged, stops_when_decided=False
+    )
     assert (result.steps[0].decision, runs) == ("fail", [30])
 
 
