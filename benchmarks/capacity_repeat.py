@@ -25,7 +25,6 @@ interval) goes to `summary.json` and `summary.md` in `--out`:
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import os
 import queue
@@ -82,15 +81,8 @@ class SimulatedStep:
         """Send times (s) and TTFTs (ms) of the arrivals in `span_s` seconds from an empty queue."""
         n = self.rng.poisson(rate * span_s)
         sent = np.sort(self.rng.uniform(0, span_s, n)) * 1000
-        s = self.shape.lognormal
-        factor = self.rng.lognormal(-s * s / 2, s, n) if s else np.ones(n)
-        free = [0.0] * self.shape.slots
-        waits = np.empty(n)
-        for i, t in enumerate(sent.tolist()):
-            start = max(t, free[0])
-            waits[i] = start - t
-            heapq.heapreplace(free, start + factor[i] * self.shape.service_ms)
-        return sent / 1000, waits + factor * self.shape.ttft_ms
+        factor = self.shape.factors(self.rng, n)
+        return sent / 1000, self.shape.waits_ms(sent, factor) + factor * self.shape.ttft_ms
 
     def __call__(self, rate: float, step_s: float, report_dir: Path, early_stop: bool = True) -> Report:
         sent, ttft = self.ttfts(rate, self.warmup_s + step_s)

@@ -46,6 +46,22 @@ class Shape:
         spec = f"slots={self.slots},ttft_ms={self.ttft_ms:g},tokens={self.tokens},itl_ms={self.itl_ms:g}"
         return spec + (f",lognormal={self.lognormal:g},seed={seed}" if self.lognormal else "")
 
+    def factors(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """`n` requests' factors on every hold time: lognormal with mean 1, or all 1 (M/D/c)."""
+        s = self.lognormal
+        return rng.lognormal(-s * s / 2, s, n) if s else np.ones(n)
+
+    def waits_ms(self, arrivals_ms: np.ndarray, factor: np.ndarray) -> np.ndarray:
+        """Each arrival's wait for a slot (ms) in the FCFS queue, its slot held `factor` x `service_ms`."""
+        holds = (factor * self.service_ms).tolist()
+        free = [0.0] * self.slots  # when each slot is next free (ms), a heap
+        waits = np.empty(len(holds))
+        for i, t in enumerate(arrivals_ms.tolist()):
+            start = max(t, free[0])
+            waits[i] = start - t
+            heapq.heapreplace(free, start + holds[i])
+        return waits
+
     def kind(self) -> str:
         return f"M/{'G' if self.lognormal else 'D'}/{self.slots}"
 
@@ -62,15 +78,8 @@ def ttft_samples(rate: float, shape: Shape, arrivals: int = 400_000, seed: int =
     warm = arrivals // 10
     n = arrivals + warm
     times = np.cumsum(rng.exponential(1.0, n)) * (1000 / rate)  # the same draws at every rate
-    s = shape.lognormal
-    factor = rng.lognormal(-s * s / 2, s, n) if s else np.ones(n)
-    service = (factor * shape.service_ms).tolist()
-    free = [0.0] * shape.slots  # when each slot is next free (ms), a heap
-    waits = np.empty(n)
-    for i, t in enumerate(times.tolist()):
-        start = max(t, free[0])
-        waits[i] = start - t
-        heapq.heapreplace(free, start + service[i])
+    factor = shape.factors(rng, n)
+    waits = shape.waits_ms(times, factor)
     return waits[warm:], (waits + factor * shape.ttft_ms)[warm:]
 
 
