@@ -123,9 +123,9 @@ def test_two_steps_over_two_workers_started_elsewhere_send_the_rate_exactly(
             report = run_locust(url, tmp_path / f"step{step}", locustfile="open-loop", slo_file=slo, extra=extra)
             achieved = report.metrics_summary()["all"]["requests_per_s"]
             assert report.run.mode == "master" and report.run.workers == 2 == report.run.workers_complete
-            # A wrong split (a worker left out: 1/2, each at the whole rate: 2x) is far outside 5 %; on a
+            # A wrong split (a worker left out: 1/2, each at the whole rate: 2x) is far outside 20 %; on a
             # loaded 2-core machine two workers and their master read 57.5 of 60 req/s once.
-            assert achieved == pytest.approx(rate, rel=0.05), (step, achieved)
+            assert achieved == pytest.approx(rate, rel=0.2), (step, achieved)
     finally:
         for w in workers:
             os.kill(w.pid, signal.SIGTERM)

@@ -151,7 +151,8 @@ def test_a_server_that_keeps_generating_for_clients_that_left_is_reported(
     lingering = "tokens=200,itl_ms=10,linger_ms=1500"
     Harness(ChatStreamUser, url, lingering, "--cancel-fraction", "1", "--cancel-after-tokens", "2").call(1)
     figures = let_go(lambda: running(url), limit_s=0.5)
-    assert figures == {"still_running": 1.0, "waited_s": pytest.approx(0.5, abs=0.2)}
+    assert figures is not None and figures["still_running"] == 1.0, figures
+    assert 0.5 <= figures["waited_s"] < 1.4, figures  # its last poll may end late on a loaded machine
     note = ServerFigures.from_json({"available": True, "after_stop": figures}).after_stop_note()
     assert note is not None and "still running 1 requests" in note and "hung up" in note
     assert let_go(lambda: running(url), limit_s=3.0)["running_zero_after_s"] >= 0.5  # it let go in the end
