@@ -169,9 +169,11 @@ def test_the_fault_servers_reasoning_shows_as_ttfo_equal_to_ttft_plus_the_reason
                      "--shared-prefix-tokens", "20")  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]
     m = run.report["metrics"]["all"]
-    ttft, ttfo, reasoning = (m[f"{k}_ms"]["p50"] for k in ("ttft", "ttfo", "reasoning"))
-    assert 50 <= ttft < 250 and 300 <= reasoning < 450  # each with the server's own delays
-    assert ttfo == pytest.approx(ttft + reasoning, abs=5)  # the histograms' resolution
+    ttft, ttfo, reasoning = (m[f"{k}_ms"]["mean"] for k in ("ttft", "ttfo", "reasoning"))
+    assert ttft >= 50 and reasoning >= 300  # each at least the server's own delay
+    # Every request reasoned, so each one's TTFO is its TTFT plus its reasoning, and so are the means
+    # (percentiles do not add); within the histograms' resolution.
+    assert ttfo == pytest.approx(ttft + reasoning, abs=5)
     assert m["reasoning_tokens"] == 4 * m["requests"] and m["output_tokens"] == 7 * m["requests"]
     assert "TTFO p95" in (run.report_dir / "slo-summary.md").read_text()
     assert 'name="ttfo-p95"' in (run.report_dir / "slo-junit.xml").read_text()

@@ -29,7 +29,7 @@ def silent_server() -> Iterator[str]:
 def test_the_probe_tells_silence_from_an_answer_and_from_a_refusal(silent_server, fault_server) -> None:
     started = time.monotonic()
     assert target.probe(silent_server, 0.5) == target.SILENT
-    assert 0.5 <= time.monotonic() - started < 2
+    assert 0.5 <= time.monotonic() - started < 10  # its limit, not a socket's default wait
     assert target.probe(fault_server, 5) == target.ANSWERED
     closed = socket.create_server(("127.0.0.1", 0))
     port = closed.getsockname()[1]
