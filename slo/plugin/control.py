@@ -76,13 +76,20 @@ def quit_run(runner: Any) -> None:
 
 def end_gracefully(runner: Any) -> None:
     """A master's end of run: stop every worker (each flushes its last samples), then quit."""
+    stop_workers(runner)
+    runner.quit()
+
+
+def stop_workers(runner: Any, timeout_s: float | None = None) -> None:
+    """A master stops every worker, each flushing its last samples, waiting `timeout_s` at most
+    (None: as long as Locust's stop() does), then tells each to quit."""
     # stop() drops workers that do not stop within --stop-timeout from the master's list, so
     # quit() would never tell them: they would linger (60 s) after the run. Tell every worker.
     workers = [client.id for client in runner.clients.all]
-    runner.stop()
+    with gevent.Timeout(timeout_s, False):
+        runner.stop()
     for worker in workers:
         runner.server.send_to_client(Message("quit", None, worker))
-    runner.quit()
 
 
 def watch_signals(gate: Gate) -> None:
@@ -199,13 +206,20 @@ def check_report_dir(gate: Gate) -> None:
 FINISH_MARGIN_S = 10.0  # beyond --stop-timeout: the workers' stop and their last reports
 
 
-def finish_load(gate: Gate) -> None:
-    """Stop the load before judging a run Locust is quitting on a signal (it judges first and
-    stops after): every worker sends its last samples, every request in flight ends within
-    --stop-timeout or is recorded as unfinished. Bounded by --stop-timeout plus a margin; a second
-    signal ends the wait at once."""
+def finish_load_on_signal(gate: Gate) -> None:
+    """At `quitting` on a signal (a headless run interrupted), stop the load before the run is
+    judged: Locust judges first and stops after, and a master's own `quitting` listener gives its
+    workers 0.5 s to send their last samples (a loaded machine's workers missed that: CI, 2026-12-07).
+    Every worker sends its last samples, every request in flight ends within --stop-timeout or is
+    recorded as unfinished. Bounded by --stop-timeout plus a margin; a second signal ends the wait
+    at once. Listening from `init` on, after the master's listener, it runs before it (Locust fires
+    `quitting` in reverse)."""
     runner = gate.environment.runner
-    if runner is None or runner.state in (STATE_INIT, STATE_STOPPED):
+    if gate.run.signal is None or runner is None or runner.state in (STATE_INIT, STATE_STOPPED):
         return
-    with gevent.Timeout(gate.run_options.stop_timeout_s + FINISH_MARGIN_S, False):
+    timeout_s = gate.run_options.stop_timeout_s + FINISH_MARGIN_S
+    if gate.is_master:
+        stop_workers(runner, timeout_s)
+        return
+    with gevent.Timeout(timeout_s, False):
         runner.stop()

@@ -20,7 +20,7 @@ from slogate.slo.plugin.control import (
     abort_run,
     check_report_dir,
     end_gracefully,
-    finish_load,
+    finish_load_on_signal,
     quit_run,
     refuse,
     watch_signals,
@@ -56,6 +56,7 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         )
     if not gate.is_worker and gate.run_options.headless:  # a web UI run is stopped by hand
         watch_signals(gate)
+        environment.events.quitting.add_listener(lambda **_: finish_load_on_signal(gate))
     # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their last
     # samples arrive (and loses them outright with --stop-timeout): a headless master ends it itself
     # (`on_test_start`): stop, which waits for every worker to stop and so for its final flush, then quit.
@@ -149,9 +150,7 @@ def on_quitting(environment: Any, **_: Any) -> None:
         return
     if run.started_at is None and not gate.run_options.headless:
         return  # a web UI closed before any run: nothing to judge, and an earlier run's report stays
-    run.mark_judged()
-    if run.signal is not None:
-        finish_load(gate)  # Locust quits without stopping first: every worker's last samples, every request in flight
+    run.mark_judged()  # after a signal, the load has stopped (`finish_load_on_signal`)
     run.stop_scraper()
     stop_metrics_server(gate)
     report = gate.snapshot(final=True)

@@ -131,8 +131,9 @@ FAULTS = [
 def test_faults_are_counted_by_kind_without_crash_or_loss(
     fault_server: str, user_class: type, model: str, kind: ErrorKind
 ) -> None:
-    # A stall ends only at the timeout, so keep that one short; the others need room to answer.
-    h = Harness(user_class, fault_server, model, "--request-timeout", "0.2" if kind is ErrorKind.TIMEOUT else "0.5")
+    # A stall ends only at the timeout, so keep that one short; the others need room to answer (a 10 MiB
+    # line took over 0.5 s to reach its 1 MiB limit on a loaded CI machine: a timeout, not the fault).
+    h = Harness(user_class, fault_server, model, "--request-timeout", "0.2" if kind is ErrorKind.TIMEOUT else "5")
     records = h.call(3)
     assert len(records) == 3  # one record per request: nothing lost
     assert [r.error_kind for r in records] == [kind] * 3
