@@ -242,6 +242,9 @@ ALONE = (
     # A knee search in 5 s steps at 12-24 req/s: beside other workers a CI machine's stalls (p95 759 ms at 12
     # req/s) were a client delay that explained the fail just above the knee, so the step was inconclusive.
     "tests/launch/test_capacity.py::test_finds_the_fault_servers_known_knee_and_gates_on_it",
+    # A test at 12 req/s decided by its early stop: beside other workers a CI machine's stalls put requests
+    # over the target in clusters, and its one run of 90 s ended undecided (2026-12-07; alone: decided at 21 s).
+    "tests/launch/test_capacity_interval.py::test_the_test_at_r_decides_the_fault_servers_known_capacity_in_seconds",
 )
 
 
