@@ -16,7 +16,7 @@ from typing import Any
 import gevent
 import greenlet
 from locust.rpc import Message
-from locust.runners import STATE_INIT, STATE_STOPPED
+from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
 from slogate.slo.gate import exitcodes
 from slogate.slo.gate.facts import WorkloadFacts
 from slogate.slo.gate.journal import JOURNAL_NAME
@@ -211,9 +211,10 @@ def finish_load_on_signal(gate: Gate) -> None:
     judged: Locust judges first and stops after, and a master's own `quitting` listener gives its
     workers 0.5 s to send their last samples (a loaded machine's workers missed that: CI, 2026-12-07).
     Every worker sends its last samples, every request in flight ends within --stop-timeout or is
-    recorded as unfinished. Bounded by --stop-timeout plus a margin; a second signal ends the wait
-    at once. Listening from `init` on, after the master's listener, it runs before it (Locust fires
-    `quitting` in reverse)."""
+    recorded as unfinished (unless a stop was under way already: then Locust's quit follows at once).
+    Bounded by about --stop-timeout plus a margin; a second signal ends the wait at once. Listening
+    from `init` on, after the master's listener, it runs before it (Locust fires `quitting` in
+    reverse)."""
     runner = gate.environment.runner
     if gate.run.signal is None or runner is None or runner.state in (STATE_INIT, STATE_STOPPED):
         return
@@ -223,3 +224,26 @@ def finish_load_on_signal(gate: Gate) -> None:
         return
     with gevent.Timeout(timeout_s, False):
         runner.stop()
+
+
+MASTERS_STOP_WAIT_S = 2.0  # a signal to the process group reaches the master too: its "stop" follows at once
+
+
+def ship_last_samples_before_quitting(gate: Gate) -> None:
+    """At a worker's `quitting` (a signal: to the process group, as a terminal's Ctrl-C and `slogate
+    run` send it, or to the worker alone), its last samples go to the master first: Locust's own
+    listener, which runs next, tells the master this worker quit, and the master drops what comes
+    after (both workers' samples were lost so). The master, signalled too, sends "stop" at once, and
+    a worker stopping itself as well would stop its users twice (Locust raises): it waits for that
+    stop, stopping itself only where none comes. Bounded by --stop-timeout plus a margin."""
+    runner, run = gate.environment.runner, gate.run
+    if runner is None or run.started_at is None or run.shipped_last_samples:
+        return
+    with gevent.Timeout(MASTERS_STOP_WAIT_S, False):
+        while runner.state in (STATE_SPAWNING, STATE_RUNNING):
+            gevent.sleep(0.05)
+    with gevent.Timeout((gate.environment.stop_timeout or 0) + FINISH_MARGIN_S, False):
+        if runner.state in (STATE_SPAWNING, STATE_RUNNING):
+            runner.stop()
+        while not run.shipped_last_samples:  # shipped in its `test_stop`, in whichever greenlet stopped it
+            gevent.sleep(0.05)

@@ -23,6 +23,7 @@ from slogate.slo.plugin.control import (
     finish_load_on_signal,
     quit_run,
     refuse,
+    ship_last_samples_before_quitting,
     watch_signals,
 )
 from slogate.slo.plugin.gate import CONFIG_ERRORS, every_gate, gate_for
@@ -57,6 +58,8 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
     if not gate.is_worker and gate.run_options.headless:  # a web UI run is stopped by hand
         watch_signals(gate)
         environment.events.quitting.add_listener(lambda **_: finish_load_on_signal(gate))
+    if gate.is_worker:  # from `init` on, after Locust's own listeners: before them at `quitting`, fired in reverse
+        environment.events.quitting.add_listener(lambda **_: ship_last_samples_before_quitting(gate))
     # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their last
     # samples arrive (and loses them outright with --stop-timeout): a headless master ends it itself
     # (`on_test_start`): stop, which waits for every worker to stop and so for its final flush, then quit.
@@ -132,7 +135,10 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     if gate.is_worker and environment.runner is not None:
         # Ship what is left now: the message reaches the master before this worker's
         # `client_stopped`, so the master's figures are complete when its own test_stop fires.
-        environment.runner.send_message(FLUSH_MESSAGE, worker_payload(gate))
+        try:
+            environment.runner.send_message(FLUSH_MESSAGE, worker_payload(gate))
+        finally:  # what `ship_last_samples_before_quitting` waits for, sent or not (a master gone)
+            run.shipped_last_samples = True
 
 
 @events.worker_report.add_listener

@@ -68,10 +68,11 @@ def test_a_trace_replays_with_its_arrival_times_and_prefix_sharing(logging_serve
     assert run.code == 0, run.stderr[-2000:]  # no --run-time: the run ended with the trace
     records = logged(log)
     assert len(records) == len(entries) == run.report["metrics"]["all"]["requests"]
-    # Arrival times follow the trace's, as the server saw them. The bounds are for a loaded machine
-    # beside other tests (46 ms median in two processes once); a burst would be off by ~435 ms median.
+    # Arrival times follow the trace's, as the server saw them. The bounds leave a loaded machine room
+    # (the two-process test below paced to a 46 ms median beside other tests once); a burst instead of
+    # pacing would be off by ~435 ms median, ~870 ms at most (the trace spans 1,740 ms).
     errors_ms = pacing_errors_ms(records, [e["timestamp"] for e in entries])
-    assert statistics.median(errors_ms) < 50 and max(errors_ms) < 400, errors_ms
+    assert statistics.median(errors_ms) < 150 and max(errors_ms) < 600, errors_ms
     # Prefix sharing: every hash id is one text wherever it appears, distinct ids are distinct texts.
     texts: dict[int, str] = {}
     for record, entry in zip(records, entries, strict=True):

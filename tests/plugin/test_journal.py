@@ -191,9 +191,14 @@ def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_serve
     assert report["run"]["workers"] == processes and report["run"]["model"]
 
 
-def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers(own_fault_server, tmp_path) -> None:
+@pytest.mark.parametrize("to_group", [False, True], ids=["to-the-master", "to-the-process-group"])
+def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers(
+    own_fault_server, tmp_path, to_group: bool
+) -> None:
     """SIGTERM some 6 s into a 60 s distributed run: exit 3, the interruption in the report and the
-    summary, and every request the server answered counted (the workers' last samples included)."""
+    summary, and every request the server answered counted (the workers' last samples included);
+    sent to the master, or to its whole process group (a terminal's Ctrl-C, `slogate run`), where
+    each worker quits on it too."""
     url, answered = own_fault_server
     argv, report_dir = gated_run(url, tmp_path, "--model", "ttft_ms=20,tokens=2,itl_ms=5", "--processes", "2",
                                  "--stop-timeout", "5", "--slo-interval-s", "2")  # fmt: skip
@@ -203,7 +208,10 @@ def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers
     try:
         while proc.poll() is None and journal_span_s(report_dir) < 4:
             time.sleep(0.2)  # polling the journal: the signal comes about 6 s in
-        proc.send_signal(signal.SIGTERM)
+        if to_group:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         with contextlib.suppress(ProcessLookupError):
