@@ -138,7 +138,7 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         try:
             environment.runner.send_message(FLUSH_MESSAGE, worker_payload(gate))
         finally:  # what `ship_last_samples_before_quitting` waits for, sent or not (a master gone)
-            run.shipped_last_samples = True
+            run.mark_last_samples_shipped()
 
 
 @events.worker_report.add_listener

@@ -83,6 +83,10 @@ class Run:
         """`worker`'s last samples have arrived."""
         self.workers_flushed.add(worker)
 
+    def mark_last_samples_shipped(self) -> None:
+        """A worker: its last samples went to the master (or were sent for a master gone)."""
+        self.shipped_last_samples = True
+
     def note_workload(self, model: str, workload: WorkloadFacts) -> bool:
         """What the load looked like; True the first time (the workload is primed)."""
         first = self.model is None
