@@ -15,20 +15,16 @@ from slogate.slo.outputs.publish import publish, write_failed
 from slogate.slo.outputs.render import headline
 from slogate.slo.plugin import settings, target, web_ui
 from slogate.slo.plugin.cancel_drain import wait_for_let_go
-from slogate.slo.plugin.control import (
-    BAD_CONFIG,
-    abort_run,
-    check_report_dir,
-    end_gracefully,
-    finish_load_on_signal,
-    quit_run,
-    refuse,
-    ship_last_samples_before_quitting,
-    watch_signals,
-)
+from slogate.slo.plugin.control import BAD_CONFIG, abort_run, check_report_dir, end_gracefully, quit_run, refuse
 from slogate.slo.plugin.gate import CONFIG_ERRORS, every_gate, gate_for
 from slogate.slo.plugin.journal import close_journal, flush_journal, pause_journal, start_journal
 from slogate.slo.plugin.metrics_server import start_metrics_server, stop_metrics_server
+from slogate.slo.plugin.signals import (
+    finish_load_on_signal,
+    route_workers_ctrl_c,
+    ship_last_samples_before_quitting,
+    watch_signals,
+)
 from slogate.slo.plugin.watchers import start_watchers, watch_master
 from slogate.slo.plugin.wire import FLUSH_MESSAGE, WIRE_KEY, merge_from_worker, on_worker_flush, worker_payload
 
@@ -60,6 +56,7 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         environment.events.quitting.add_listener(lambda **_: finish_load_on_signal(gate))
     if gate.is_worker:  # from `init` on, after Locust's own listeners: before them at `quitting`, fired in reverse
         environment.events.quitting.add_listener(lambda **_: ship_last_samples_before_quitting(gate))
+        route_workers_ctrl_c()
     # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their last
     # samples arrive (and loses them outright with --stop-timeout): a headless master ends it itself
     # (`on_test_start`): stop, which waits for every worker to stop and so for its final flush, then quit.
@@ -125,20 +122,20 @@ def on_report_to_master(client_id: str, data: dict[str, Any], **_: Any) -> None:
 def on_test_stop(environment: Any, **_: Any) -> None:
     gate = gate_for(environment)
     run = gate.run
-    run.end()
-    wait_for_let_go(gate)  # --cancel-fraction: the server's running requests back to 0?
-    run.stop_scraper()
-    run.loop_monitor.stop()
-    run.stop_watchers()
-    flush_journal(gate)
-    pause_journal(gate)
-    if gate.is_worker and environment.runner is not None:
-        # Ship what is left now: the message reaches the master before this worker's
-        # `client_stopped`, so the master's figures are complete when its own test_stop fires.
-        try:
+    try:
+        run.end()
+        wait_for_let_go(gate)  # --cancel-fraction: the server's running requests back to 0?
+        run.stop_scraper()
+        run.loop_monitor.stop()
+        run.stop_watchers()
+        flush_journal(gate)
+        pause_journal(gate)
+        if gate.is_worker and environment.runner is not None:
+            # Ship what is left now: the message reaches the master before this worker's
+            # `client_stopped`, so the master's figures are complete when its own test_stop fires.
             environment.runner.send_message(FLUSH_MESSAGE, worker_payload(gate))
-        finally:  # what `ship_last_samples_before_quitting` waits for, sent or not (a master gone)
-            run.mark_last_samples_shipped()
+    finally:  # what a worker's `ship_last_samples_before_quitting` waits for, whatever failed (a master gone)
+        run.mark_last_samples_shipped()
 
 
 @events.worker_report.add_listener

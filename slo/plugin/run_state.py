@@ -52,7 +52,7 @@ class Run:
         self.watchers: list[Any] = []
         self.breach: Breach | None = None  # --slo-abort-on-fail's
         self.stopped: RunStop | None = None  # --slo-stop-when-decided's
-        self.signal: str | None = None  # the signal that interrupted the run (slo/plugin/control.py)
+        self.signal: str | None = None  # the signal that interrupted the run (slo/plugin/signals.py)
         self.stopped_by_hand = False  # the web UI's Stop ended the run
         self.judged = False
         self.scraper: Scraper | None = None
@@ -118,7 +118,7 @@ class Run:
         self.ended_at = self.ended_at or time.time()
 
     def interrupt(self, signal_name: str) -> None:
-        """A signal interrupted the run (slo/plugin/control.py `watch_signals`)."""
+        """A signal interrupted the run (slo/plugin/signals.py `watch_signals`)."""
         self.signal = signal_name
         self.end()
 

@@ -191,11 +191,15 @@ def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_serve
     assert report["run"]["workers"] == processes and report["run"]["model"]
 
 
-@pytest.mark.parametrize("to_group", [False, True], ids=["to-the-master", "to-the-process-group"])
+@pytest.mark.parametrize(
+    ("signum", "to_group"),
+    [(signal.SIGTERM, False), (signal.SIGTERM, True), (signal.SIGINT, True)],
+    ids=["sigterm-to-the-master", "sigterm-to-the-process-group", "ctrl-c-to-the-process-group"],
+)
 def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers(
-    own_fault_server, tmp_path, to_group: bool
+    own_fault_server, tmp_path, signum: signal.Signals, to_group: bool
 ) -> None:
-    """SIGTERM some 6 s into a 60 s distributed run: exit 3, the interruption in the report and the
+    """A signal some 6 s into a 60 s distributed run: exit 3, the interruption in the report and the
     summary, and every request the server answered counted (the workers' last samples included);
     sent to the master, or to its whole process group (a terminal's Ctrl-C, `slogate run`), where
     each worker quits on it too."""
@@ -209,18 +213,19 @@ def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers
         while proc.poll() is None and journal_span_s(report_dir) < 4:
             time.sleep(0.2)  # polling the journal: the signal comes about 6 s in
         if to_group:
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, signum)
         else:
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
     report = json.loads((report_dir / "slo-report.json").read_text())
     assert proc.returncode == 3 and report["verdict"] == "inconclusive", stderr[-2000:]
-    assert report["run"]["stopped"]["reason"] == INTERRUPTED and report["run"]["stopped"]["signal"] == "SIGTERM"
+    assert report["run"]["stopped"]["reason"] == INTERRUPTED and report["run"]["stopped"]["signal"] == signum.name
     after_s = report["run"]["stopped"]["after_s"]
-    assert 4 <= after_s < 30 and f"Interrupted by SIGTERM after {after_s:.0f} s" in stdout, stdout[-2000:]
+    assert 4 <= after_s < 30 and f"Interrupted by {signum.name} after {after_s:.0f} s" in stdout, stdout[-2000:]
+    assert "Traceback" not in stderr, stderr[-3000:]  # no greenlet killed by the signal
     assert not (report_dir / JOURNAL_NAME).exists()
     total = report["metrics"]["all"]
     # The master stopped its workers and waited for them (each flushes its last samples as it stops)
@@ -264,12 +269,15 @@ def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server,
 SIGINT_IN_A_GREENLET = """
 import locust, os, signal, sys, time, types
 import gevent
-from slogate.slo.plugin.control import watch_signals
+from slogate.slo.plugin.signals import route_workers_ctrl_c, watch_signals
 from slogate.slo.plugin.run_state import Run
 gate = types.SimpleNamespace(run=Run(started_at=time.time()))
 if sys.argv[1] == "judged":
     gate.run.mark_judged()
-watch_signals(gate)
+if sys.argv[1] == "worker":
+    route_workers_ctrl_c()  # a worker records nothing: its master does
+else:
+    watch_signals(gate)
 def busy():
     os.kill(os.getpid(), signal.SIGINT)
     deadline = time.monotonic() + 1
@@ -288,11 +296,16 @@ except KeyboardInterrupt:
 
 @pytest.mark.parametrize(
     ("state", "expected"),
-    [("running", "main interrupted; finished SIGINT"), ("judged", "main not interrupted; finished None")],
+    [
+        ("running", "main interrupted; finished SIGINT"),
+        ("judged", "main not interrupted; finished None"),
+        ("worker", "main interrupted; finished None"),
+    ],
 )
 def test_ctrl_c_in_a_users_greenlet_reaches_the_main_greenlet_only_while_the_run_goes(state, expected) -> None:
     """While the run goes, the KeyboardInterrupt Locust shuts down on reaches the main greenlet and
-    no other (no traceback); while the report of an ended run is written, nothing is interrupted."""
+    no other (no traceback); while the report of an ended run is written, nothing is interrupted. A
+    worker (its terminal's Ctrl-C reaches the whole process group) alike: no user killed by it."""
     proc = subprocess.run(
         [sys.executable, "-c", SIGINT_IN_A_GREENLET, state], capture_output=True, text=True, timeout=60
     )
@@ -332,9 +345,9 @@ def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_serve
 
 def test_a_second_signal_says_where_the_runs_figures_are_as_they_are_on_disk(tmp_path: Path) -> None:
     """A journal there: judge it; the reports written and the journal removed: they are there; neither: nothing."""
-    from slogate.slo.plugin.control import what_is_left
     from slogate.slo.plugin.run_state import Run
     from slogate.slo.plugin.settings import ReportOptions
+    from slogate.slo.plugin.signals import what_is_left
 
     report_dir = tmp_path / "report"
     report_dir.mkdir()
