@@ -219,7 +219,7 @@ SERIAL = (
     "tests/e2e/test_docs.py::test_runnable_examples_run_against_the_fault_server",
     "tests/plugin/test_early_stop.py::test_a_120_s_gate_ends_as_soon_as_its_verdict_is_certain",
     "tests/plugin/test_journal.py::test_a_killed_run_leaves_a_journal_that_slogate_judge_judges",
-    "tests/plugin/test_journal.py::test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers",
+    "tests/plugin/test_journal.py::test_a_run_that_ends_removes_its_journal_and_a_signal_waits_for_the_workers",
     "tests/plugin/test_distributed.py::",
     "tests/plugin/test_credentials.py::test_headless_run_authenticates_every_call_and_leaks_nothing",
     "tests/load/test_conversations.py::test_open_loop_conversations_and_per_tag_reports",

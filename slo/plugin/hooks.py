@@ -56,7 +56,7 @@ def on_init(environment: Any, runner: Any = None, **_: Any) -> None:
         environment.events.quitting.add_listener(lambda **_: finish_load_on_signal(gate))
     if gate.is_worker:  # from `init` on, after Locust's own listeners: before them at `quitting`, fired in reverse
         environment.events.quitting.add_listener(lambda **_: ship_last_samples_before_quitting(gate))
-        route_workers_ctrl_c()
+        route_workers_ctrl_c(environment.events)
     # Locust's own --run-time on a master quits 0.5 s after telling the workers, before their last
     # samples arrive (and loses them outright with --stop-timeout): a headless master ends it itself
     # (`on_test_start`): stop, which waits for every worker to stop and so for its final flush, then quit.

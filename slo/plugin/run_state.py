@@ -84,7 +84,7 @@ class Run:
         self.workers_flushed.add(worker)
 
     def mark_last_samples_shipped(self) -> None:
-        """A worker: its last samples went to the master (or were sent for a master gone)."""
+        """Its `test_stop` ran: a worker's last samples went to the master (or were sent for a master gone)."""
         self.shipped_last_samples = True
 
     def note_workload(self, model: str, workload: WorkloadFacts) -> bool:

@@ -1,7 +1,8 @@
 """How a run ends on a signal: SIGTERM (a cancelled CI job, `timeout`, an evicted pod) or Ctrl-C.
 The master or single process records it (`watch_signals`) and stops the load before it is judged
 (`finish_load_on_signal`); a worker ships its last samples before it quits
-(`ship_last_samples_before_quitting`); a second signal exits at once."""
+(`ship_last_samples_before_quitting`); a second SIGTERM or Ctrl-C to the master, or Ctrl-C to a worker,
+exits at once."""
 
 from __future__ import annotations
 
@@ -90,18 +91,26 @@ def keyboard_interrupt_in_main(still_wanted: Callable[[], bool]) -> None:
     hub.loop.run_callback(interrupt_main)
 
 
-def route_workers_ctrl_c() -> None:
+def route_workers_ctrl_c(events: Any) -> None:
     """A worker's Ctrl-C (a terminal sends it to the whole process group): Locust's shutdown from the
-    main greenlet, as on the master (`keyboard_interrupt_in_main`); a second one exits at once (130)."""
-    pressed = False
+    main greenlet, as on the master (`keyboard_interrupt_in_main`), unless it shuts down already (its
+    master's quit, a SIGTERM: a KeyboardInterrupt would cut that short); a second one exits at once
+    (130). `events`: Locust's, whose `quitting` says the shutdown has begun."""
+    pressed = quitting = False
+
+    def on_quitting(**_: Any) -> None:
+        nonlocal quitting
+        quitting = True
 
     def on_sigint(signum: int, frame: Any) -> None:
         nonlocal pressed
         if pressed:
             os._exit(INTERRUPT_EXITS["SIGINT"])
         pressed = True
-        keyboard_interrupt_in_main(lambda: True)
+        if not quitting:
+            keyboard_interrupt_in_main(lambda: not quitting)
 
+    events.quitting.add_listener(on_quitting)
     signal.signal(signal.SIGINT, on_sigint)
 
 
@@ -140,10 +149,11 @@ def finish_load_on_signal(gate: Gate) -> None:
 
 
 # How long a worker quitting on a signal waits for its master's "stop": a signal to the process group
-# reaches the master too, whose "stop" follows at once, or within a loaded master's stall of a second or
-# two; as long as a worker waits on a silent master (slo/plugin/watchers.py MASTER_SILENCE_S).
-MASTERS_STOP_WAIT_S = 5.0
-STOPPING = (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED)  # a stop under way or done
+# reaches the master too, whose "stop" follows at once. Not longer: a worker signalled alone (`slogate
+# worker`'s, whose master is elsewhere) stops itself after it, within that command's grace. A stop that
+# comes later still (a master stalled) finds the users stopping, and its `test_stop` ships nothing twice.
+MASTERS_STOP_WAIT_S = 0.5
+STOP_BEGUN = (STATE_CLEANUP, STATE_STOPPING, STATE_STOPPED)  # a stop under way or done
 
 
 def ship_last_samples_before_quitting(gate: Gate) -> None:
@@ -151,17 +161,17 @@ def ship_last_samples_before_quitting(gate: Gate) -> None:
     run` send it, or to the worker alone), its last samples go to the master first: Locust's own
     listener, which runs next, tells the master this worker quit, and the master drops what comes
     after (both workers' samples were lost so). The master, signalled too, sends "stop", and a
-    worker stopping itself as well would stop its users twice (Locust raises): it waits for that
-    stop (`MASTERS_STOP_WAIT_S`), stopping itself only where none comes. Then it waits for its
+    worker stopping itself at the same moment would stop its users twice: it waits for that stop
+    (`MASTERS_STOP_WAIT_S`), stopping itself only where none comes. Then it waits for its
     `test_stop` to ship them: --stop-timeout plus a margin at most."""
     runner, run = gate.environment.runner, gate.run
     if runner is None or run.started_at is None or run.shipped_last_samples:
         return
     with gevent.Timeout(MASTERS_STOP_WAIT_S, False):
-        while runner.state not in STOPPING:
+        while runner.state not in STOP_BEGUN:
             gevent.sleep(0.05)
     with gevent.Timeout((gate.environment.stop_timeout or 0) + FINISH_MARGIN_S, False):
-        if runner.state not in STOPPING:
+        if runner.state not in STOP_BEGUN:
             runner.stop()
         while not run.shipped_last_samples:  # shipped in its `test_stop`, in whichever greenlet stopped it
             gevent.sleep(0.05)

@@ -196,7 +196,7 @@ def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_serve
     [(signal.SIGTERM, False), (signal.SIGTERM, True), (signal.SIGINT, True)],
     ids=["sigterm-to-the-master", "sigterm-to-the-process-group", "ctrl-c-to-the-process-group"],
 )
-def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers(
+def test_a_run_that_ends_removes_its_journal_and_a_signal_waits_for_the_workers(
     own_fault_server, tmp_path, signum: signal.Signals, to_group: bool
 ) -> None:
     """A signal some 6 s into a 60 s distributed run: exit 3, the interruption in the report and the
@@ -228,9 +228,11 @@ def test_a_run_that_ends_removes_its_journal_and_a_sigterm_waits_for_the_workers
     assert "Traceback" not in stderr, stderr[-3000:]  # no greenlet killed by the signal
     assert not (report_dir / JOURNAL_NAME).exists()
     total = report["metrics"]["all"]
-    # The master stopped its workers and waited for them (each flushes its last samples as it stops)
-    # before Locust's own quit, which gives them 0.5 s: a loaded machine's workers missed that once.
-    assert stderr.count("reported that it has stopped") == 2, stderr[-3000:]
+    if not to_group:
+        # The master stopped its workers and waited for them (each flushes its last samples as it stops)
+        # before Locust's own quit, which gives them 0.5 s: a loaded machine's workers missed that once.
+        # (Signalled too, a worker may stop itself first and quit without this line: its samples went first.)
+        assert stderr.count("reported that it has stopped") == 2, stderr[-3000:]
     assert report["run"]["workers_complete"] == 2
     assert total["requests"] + total["unfinished"] == len(server_rows(answered)) > 100
 
@@ -275,7 +277,7 @@ gate = types.SimpleNamespace(run=Run(started_at=time.time()))
 if sys.argv[1] == "judged":
     gate.run.mark_judged()
 if sys.argv[1] == "worker":
-    route_workers_ctrl_c()  # a worker records nothing: its master does
+    route_workers_ctrl_c(locust.events)  # a worker records nothing: its master does
 else:
     watch_signals(gate)
 def busy():
