@@ -43,7 +43,7 @@ class Run:
         self.workers_started = set(workers)
         self.workers_reporting: set[str] = set()
         self.workers_flushed: set[str] = set()  # workers whose final samples arrived
-        self.shipped_last_samples = False  # a worker: its final samples went to the master
+        self.shipped_last_samples = False  # its test_stop ran (a worker: its final samples went to the master)
         # The most users asked for or running at once: the report's `users` (read at the end,
         # Locust's own count is 0 once they have stopped). Each spawn's end tells it too, so that a
         # stage of a load shape shorter than the journal's period counts.
