@@ -55,9 +55,17 @@ def test_ttft_is_the_first_content_chunk_not_the_role_chunk(fault_server: str, u
     for rec in records:
         assert rec.ok, rec.error_message
         assert rec.completion_tokens == 4 and len(rec.itl_us) == 3
-        # 20 ms apart: a gap near 0 would mean chunks stamped together, one far above a stalled client
-        # (the upper bound leaves the shared machine's server process room to be late)
-        assert all(10_000 <= gap < 200_000 for gap in rec.itl_us), rec.itl_us
+        # 20 ms apart; far above would be a stalled client (the bound leaves the shared machine's
+        # server process room to be late)
+        assert all(gap < 200_000 for gap in rec.itl_us), rec.itl_us
+    gaps = [gap for rec in records for gap in rec.itl_us]
+    if user_class is ChatStreamUser:
+        # The kernel stamps each line as it arrives: a gap near 0 would mean chunks stamped together.
+        assert all(gap >= 10_000 for gap in gaps), gaps
+    else:
+        # The SDK's chunks are stamped as they are parsed: a test process descheduled for a while reads
+        # the chunks that queued meanwhile together, so only most gaps must show the server's 20 ms.
+        assert statistics.median(gaps) >= 10_000, gaps
 
 
 def test_ttft_is_when_the_token_arrived_not_when_a_busy_client_parsed_it(fault_server: str) -> None:
