@@ -6,7 +6,6 @@ import json
 import os
 import random
 import struct
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from slogate.locustfiles.load.workload import Workload, WorkloadConfig
 from slogate.slo.gate.lora_figures import LoraFigures
 from slogate.slo.gate.server_figures import ServerFigures, ServerMetrics, parse
 
+from tests.conftest import logged_rows, server_log
 from tests.load.test_users import Harness
 
 METRICS = Path(__file__).parents[1] / "data" / "metrics"
@@ -115,15 +115,12 @@ def test_a_target_that_does_not_serve_an_adapter_is_refused(lora_fault_server: t
 
 def test_requests_go_to_their_adapter_and_carry_its_tag(lora_fault_server: tuple[str, Path]) -> None:
     url, log = lora_fault_server
-    before = len(log.read_text().splitlines()) if log.exists() else 0
+    before = len(logged_rows(log))
     records = Harness(ChatStreamUser, url, "base", "--adapters", "a,b", "--seed", "5").call(12)
     assert all(rec.ok for rec in records), [rec.error_message for rec in records]
     tags = Counter(rec.tags[-1] for rec in records)
     assert set(tags) == {"adapter_a", "adapter_b"} and sum(tags.values()) == 12
-    deadline = time.monotonic() + 10  # the server logs a request once its answer has ended
-    while len(lines := log.read_text().splitlines()) < before + 12 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    sent = Counter(json.loads(line)["body"]["model"] for line in lines[before:])
+    sent = Counter(row["body"]["model"] for row in server_log(log, before + 12)[before:])
     assert sent == Counter({tag.removeprefix("adapter_"): n for tag, n in tags.items()})
 
 
@@ -194,7 +191,7 @@ def test_bad_adapters_and_an_slo_on_an_adapter_not_sent_exit_2_before_any_load(
     lora_fault_server: tuple[str, Path], locust_run, tmp_path: Path
 ) -> None:
     url, log = lora_fault_server
-    answered = len(log.read_text().splitlines())
+    answered = len(logged_rows(log))
     bad = locust_run(url, "-u", "1", "-t", "3s", "--adapters", "a,a")
     assert bad.code == 2 and "slogate: error: --adapters: 'a' is given twice\n" in bad.stderr
     slo = tmp_path / "slo.yaml"
@@ -202,4 +199,4 @@ def test_bad_adapters_and_an_slo_on_an_adapter_not_sent_exit_2_before_any_load(
     unknown = locust_run(url, "-u", "1", "-t", "3s", "--adapters", "a,b", "--slo-file", str(slo))
     assert unknown.code == 2 and "class 'adapter_c' is not measured" in unknown.stderr
     assert "classes available: all, shared, unique, adapter_a, adapter_b" in unknown.stderr
-    assert len(log.read_text().splitlines()) == answered
+    assert len(logged_rows(log)) == answered

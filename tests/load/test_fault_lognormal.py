@@ -12,6 +12,8 @@ import pytest
 from slogate.launch import fault_server as fault
 from slogate.launch.fault_spec import lognormal_factors, parse_behaviour
 
+from tests.conftest import logged_rows
+
 
 class Writer:
     """A stream writer that keeps what it wrote."""
@@ -75,7 +77,7 @@ def test_each_request_waits_its_factor_times_ttft_and_itl_and_logs_it(
         writer = post(server, model)
         assert "[DONE]" in writer.text
         waits.append(list(asked))
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows = logged_rows(log)
     factors = [row["factor"] for row in rows]
     draws = lognormal_factors(0.6, 3)
     assert factors == [next(draws) for _ in range(6)]  # in arrival order, from the seed

@@ -14,6 +14,8 @@ from slogate.locustfiles.load import datasets, replay, trace, trace_prompts
 from slogate.locustfiles.load.workload import DATASET_CLASS, Workload, WorkloadConfig
 from slogate.slo.gate.record import PREFIX_HIT
 
+from tests.conftest import logged_rows
+
 BLOCK = 16  # small blocks keep the prompts short; the fault server counts a word as a token
 GAP_MS = 60  # between the test trace's requests: arrival order is trace order
 
@@ -38,7 +40,7 @@ def logging_server(tmp_path: Path):
 
 def logged(log: Path) -> list[dict[str, Any]]:
     """The server's records of streamed requests, in arrival order."""
-    return sorted((json.loads(x) for x in log.read_text().splitlines()), key=lambda r: r["arrived"])
+    return sorted(logged_rows(log), key=lambda r: r["arrived"])
 
 
 def pacing_errors_ms(records: list[dict[str, Any]], due_ms: list[float]) -> list[float]:

@@ -1,12 +1,13 @@
 """Prompts: unique across runs (a per-run nonce), shared prefixes identical across runs, and a
 run's exact prompts reproducible from its report."""
 
-import json
 import random
 from pathlib import Path
 
 from slogate.locustfiles.load.workload import Workload, WorkloadConfig
 from slogate.slo.gate.record import SHARED, UNIQUE
+
+from tests.conftest import logged_rows
 
 
 def requests(nonce: str, n: int = 300) -> list:
@@ -30,7 +31,7 @@ def test_two_runs_share_shared_prefixes_and_nothing_unique() -> None:
 
 
 def logged_digests(log: Path) -> list[str]:
-    return [json.loads(line)["digest"] for line in log.read_text().splitlines()]
+    return [row["digest"] for row in logged_rows(log)]
 
 
 def test_a_second_run_sends_no_body_of_the_first_and_its_nonce_reproduces_it(own_fault_server, locust_run) -> None:

@@ -31,7 +31,7 @@ from slogate.launch.server import free_port
 from slogate.slo.plugin import target
 from slogate.slo.plugin.scraper import Scraper
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, logged_rows
 
 USER, PASSWORD = "user", "S3cret:Pass"  # the ':' travels percent-encoded in the URL
 FORM_PASSWORD = "F0rmS3cretPass"  # typed into the web UI form's host field
@@ -234,10 +234,6 @@ def secret_env(server: str) -> dict[str, str]:
     return {**os.environ, **ENV_SECRETS, "SLACK_WEBHOOK_URL": f"{server}/services/T0/B0/{WEBHOOK_SECRET}"}
 
 
-def calls(log: Path) -> list[dict[str, str]]:
-    return [json.loads(line) for line in log.read_text().splitlines()]
-
-
 def assert_no_secret(where: str, text: str, secrets: list[str]) -> None:
     for secret in secrets:
         assert secret not in text, f"a secret ({secret[:3]}...) in {where}"
@@ -280,7 +276,7 @@ def test_headless_run_authenticates_every_call_and_leaks_nothing(
     ])  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, env=secret_env(url), cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    seen = calls(log)
+    seen = logged_rows(log)
     target_calls = [c for c in seen if c["path"] != "slack"]
     assert {c["auth"] for c in target_calls} == {"url"}, "every call carries the URL's Basic header"
     paths = {c["path"] for c in target_calls}
@@ -308,9 +304,9 @@ def wait_for_run(ui: str, log: Path, auth: str, deadline: float) -> None:
     def measured() -> bool:
         return json.loads(http(ui + "/slo/status")).get("metrics", {}).get("all", {}).get("requests", 0) > 0
 
-    while not ({"/v1/chat/completions", "/metrics"} <= {c["path"] for c in calls(log) if c["auth"] == auth}
+    while not ({"/v1/chat/completions", "/metrics"} <= {c["path"] for c in logged_rows(log) if c["auth"] == auth}
                and measured()):  # fmt: skip
-        assert time.monotonic() < deadline, calls(log)[-20:]
+        assert time.monotonic() < deadline, logged_rows(log)[-20:]
         time.sleep(0.1)
 
 
@@ -361,8 +357,8 @@ def test_web_ui_never_shows_the_credentials(auth_server: tuple[str, Path], tmp_p
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-    assert all(c["auth"] in ("url", "form") for c in calls(log) if c["path"] != "slack")
-    streams = [c["auth"] for c in calls(log) if c["path"] == "/v1/chat/completions"]
+    assert all(c["auth"] in ("url", "form") for c in logged_rows(log) if c["path"] != "slack")
+    streams = [c["auth"] for c in logged_rows(log) if c["path"] == "/v1/chat/completions"]
     assert "url" in streams and "form" in streams
     assert json.loads(pages["swarm 2"])["host"] == url
     assert_nothing_leaked([report_dir, logfile], {**pages, "stdout": out.read_text(), "stderr": err.read_text()},

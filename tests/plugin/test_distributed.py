@@ -10,13 +10,13 @@ from pathlib import Path
 from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
 
+from tests.conftest import logged_rows
+
 MODEL = "ttft_ms=20,tokens=3,itl_ms=2"
 
 
 def answered(log: Path) -> int:
-    if not log.exists():
-        return 0
-    return sum(1 for line in log.read_text().splitlines() if json.loads(line)["outcome"] == "ok")
+    return sum(1 for row in logged_rows(log) if row["outcome"] == "ok")
 
 
 def run_distributed(

@@ -29,7 +29,7 @@ from slogate.slo.gate.report import RunInfo
 from slogate.slo.gate.spec import parse_spec
 from slogate.slo.rejudge import judge_file
 
-from tests.conftest import own_master_port
+from tests.conftest import logged_rows, own_master_port
 
 STARTED = 1_764_662_400.0
 SLO = "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n"
@@ -134,10 +134,6 @@ def gated_run(url: str, tmp_path: Path, *extra: str) -> tuple[list[str], Path]:
     return locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=list(extra)), report_dir
 
 
-def server_rows(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
 def journal_entries(report_dir: Path) -> list[dict]:
     path = report_dir / JOURNAL_NAME
     if not path.exists():
@@ -182,7 +178,7 @@ def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_serve
     assert len(entries) >= 3 and not (report_dir / "slo-report.json").exists()
     last_at = entries[-1]["at"]
     lag_s = 0.0 if processes == 1 else 3.0  # a worker's report interval
-    done_before = sum(1 for r in server_rows(answered) if r["arrived"] + 1.0 < last_at - lag_s)  # ended well before
+    done_before = sum(1 for r in logged_rows(answered) if r["arrived"] + 1.0 < last_at - lag_s)  # ended well before
     code = judge_file(str(report_dir), str(tmp_path / "slo.yaml"), str(tmp_path / "judged"))
     report = json.loads((tmp_path / "judged" / "slo-report.json").read_text())
     assert code == 3 and report["verdict"] == "inconclusive", report["reasons"]
@@ -234,7 +230,7 @@ def test_a_run_that_ends_removes_its_journal_and_a_signal_waits_for_the_workers(
         # (Signalled too, a worker may stop itself first and quit without this line: its samples went first.)
         assert stderr.count("reported that it has stopped") == 2, stderr[-3000:]
     assert report["run"]["workers_complete"] == 2
-    assert total["requests"] + total["unfinished"] == len(server_rows(answered)) > 100
+    assert total["requests"] + total["unfinished"] == len(logged_rows(answered)) > 100
 
 
 def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server, tmp_path: Path) -> None:
@@ -248,7 +244,7 @@ def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server,
     with stderr.open("w") as err:
         proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
     try:
-        while proc.poll() is None and len(server_rows(answered)) < 2:
+        while proc.poll() is None and len(logged_rows(answered)) < 2:
             time.sleep(0.1)  # polling the server's log: the first requests (3 s each) ended, the next are in flight
         proc.send_signal(signal.SIGTERM)
         while proc.poll() is None and "the run is interrupted" not in stderr.read_text():
@@ -333,7 +329,7 @@ def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_serve
     argv += ["--model", "ttft_ms=1,tokens=2"]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        while proc.poll() is None and len(server_rows(answered)) < 30:
+        while proc.poll() is None and len(logged_rows(answered)) < 30:
             time.sleep(0.2)  # polling the server's log: the run is under way, its users busy
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
