@@ -27,8 +27,9 @@ LOAD = ["--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20", "--no-
 
 
 def arrivals(log: Path) -> list[float]:
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [json.loads(line)["arrived"] for line in lines if line.strip()]
+    """The server's log read while it writes: its whole rows (the last may be half written)."""
+    text = log.read_text() if log.exists() else ""
+    return [json.loads(line)["arrived"] for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
 def wait_for(condition, timeout: float) -> None:  # type: ignore[no-untyped-def]
