@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -27,9 +26,7 @@ LOAD = ["--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20", "--no-
 
 
 def arrivals(log: Path) -> list[float]:
-    """The server's log read while it writes: its whole rows (the last may be half written)."""
-    text = log.read_text() if log.exists() else ""
-    return [json.loads(line)["arrived"] for line in text[: text.rfind("\n") + 1].splitlines()]
+    return [row["arrived"] for row in fault.read_log(log)]
 
 
 def wait_for(condition, timeout: float) -> None:  # type: ignore[no-untyped-def]

@@ -62,7 +62,7 @@ def cpu_list(text: str) -> list[int]:
 def server_rows(logs: list[Path], since: float, until: float) -> list[dict[str, Any]]:
     """The streams that arrived between `since` and `until` and sent content, less the first
     `WARMUP_S` after the first of them (the client's warm-up starts with its first send)."""
-    rows = [json.loads(line) for log in logs if log.exists() for line in log.read_text().splitlines()]
+    rows = [row for log in logs for row in fault_server.read_log(log)]
     rows = [r for r in rows if since <= r["arrived"] <= until and r["first_content_at"]]
     start = min((r["arrived"] for r in rows), default=since)
     return [r for r in rows if r["arrived"] >= start + WARMUP_S]

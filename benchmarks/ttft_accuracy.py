@@ -58,8 +58,7 @@ def percentile(values: list[float], p: float) -> float:
 
 def truth_rows(log: Path, since: float) -> list[dict[str, Any]]:
     """The server's log rows of the streams that arrived since `since` and sent content."""
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
-    return [r for r in rows if r["arrived"] >= since and r["first_content_at"]]
+    return [r for r in fault_server.read_log(log) if r["arrived"] >= since and r["first_content_at"]]
 
 
 def server_ttft_ms(rows: list[dict[str, Any]]) -> list[float]:

@@ -81,6 +81,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from slogate.launch.fault_cancel import Running
 from slogate.launch.fault_formats import FORMATS, StreamFormat, image_parts, output_piece, served_models, think
@@ -356,6 +357,14 @@ def spawn(
         proc.wait()
         raise RuntimeError(f"the fault server did not start: {line!r}")
     return proc, f"{'https' if tls else 'http'}://127.0.0.1:{int(line.split()[1])}"
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The rows of a --log (or any JSON-lines file written a row per write), none if it does not exist
+    yet. Read while the server writes, only whole rows: a read takes no lock against a write, which
+    grows the file a page at a time, so a read can end inside a row that crosses a page boundary."""
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
 if __name__ == "__main__":

@@ -59,20 +59,16 @@ class LocustRun:
         return json.loads((self.report_dir / "slo-report.json").read_text())
 
 
-def logged_rows(log: Path) -> list[dict[str, Any]]:
-    """A JSON-lines log's whole rows, none if it does not exist yet. Its last row may still be half
-    written: the kernel makes a write that crosses a page boundary visible one page at a time."""
-    text = log.read_text() if log.exists() else ""
-    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+def server_log(log: Path, rows: int, timeout_s: float = 10, since: float = 0.0) -> list[dict[str, Any]]:
+    """The fault server's log (launch/fault_server.py) once it holds `rows` rows of requests that arrived
+    at `since` (`time.time()`) or later, or as it stands after `timeout_s`: it writes a request's row when
+    it is done with it, which may be after the client is (the last bytes of a stream, a stall's end, a
+    handshake the client refused)."""
+    from slogate.launch.fault_server import read_log
 
-
-def server_log(log: Path, rows: int, timeout_s: float = 10) -> list[dict[str, Any]]:
-    """The fault server's log (launch/fault_server.py) once it holds `rows` rows, or as it stands after
-    `timeout_s`: it writes a request's row when it is done with it, which may be after the client is
-    (the last bytes of a stream, a stall's end, a handshake the client refused)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        found = logged_rows(log)
+        found = [row for row in read_log(log) if row["arrived"] >= since]
         if len(found) >= rows or time.monotonic() > deadline:
             return found
         time.sleep(0.05)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from slogate.launch import fault_server as fault
+from slogate.launch.fault_server import read_log
 from slogate.locustfiles.load import images
 from slogate.locustfiles.load.datasets import DatasetError, load_dataset
 from slogate.locustfiles.load.options import WorkloadOptions
@@ -22,7 +23,7 @@ from slogate.slo.gate.verdict import Verdict
 from slogate.slo.outputs.prometheus import exposition
 from slogate.slo.plugin import web_ui
 
-from tests.conftest import logged_rows, server_log
+from tests.conftest import server_log
 from tests.load.test_users import USERS, Harness
 
 
@@ -230,7 +231,7 @@ def body_server(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("user_class", USERS)
 def test_both_users_send_the_images_as_image_url_parts(body_server: tuple[str, Path], user_class: type) -> None:
     url, log = body_server
-    before = len(logged_rows(log))
+    before = len(read_log(log))
     harness = Harness(user_class, url, "tokens=2", "--images", "1-3", "--image-size", "32x24")
     records = harness.call(4)
     assert all(r.ok for r in records), [r.error_message for r in records]
@@ -245,7 +246,7 @@ def test_both_users_send_the_images_as_image_url_parts(body_server: tuple[str, P
 def test_on_responses_the_images_are_input_image_parts(body_server: tuple[str, Path]) -> None:
     """The Responses API's own content kinds: `input_text`, and `input_image` with the data URI itself."""
     url, log = body_server
-    before = len(logged_rows(log))
+    before = len(read_log(log))
     harness = Harness(USERS[0], url, "tokens=2", "--endpoint", "responses", "--images", "2", "--image-size", "16x8")
     records = harness.call(2)
     assert all(r.ok and r.tags == ("images_2",) for r in records), [(r.error_message, r.tags) for r in records]

@@ -14,7 +14,7 @@ from slogate.locustfiles.load import datasets, replay, trace, trace_prompts
 from slogate.locustfiles.load.workload import DATASET_CLASS, Workload, WorkloadConfig
 from slogate.slo.gate.record import PREFIX_HIT
 
-from tests.conftest import logged_rows
+from tests.conftest import server_log
 
 BLOCK = 16  # small blocks keep the prompts short; the fault server counts a word as a token
 GAP_MS = 60  # between the test trace's requests: arrival order is trace order
@@ -38,9 +38,9 @@ def logging_server(tmp_path: Path):
     proc.wait(timeout=10)
 
 
-def logged(log: Path) -> list[dict[str, Any]]:
-    """The server's records of streamed requests, in arrival order."""
-    return sorted(logged_rows(log), key=lambda r: r["arrived"])
+def logged(log: Path, rows: int = 0) -> list[dict[str, Any]]:
+    """The server's records of streamed requests, in arrival order, once it has logged `rows` (or 10 s on)."""
+    return sorted(server_log(log, rows), key=lambda r: r["arrived"])
 
 
 def pacing_errors_ms(records: list[dict[str, Any]], due_ms: list[float]) -> list[float]:
@@ -68,7 +68,7 @@ def test_a_trace_replays_with_its_arrival_times_and_prefix_sharing(logging_serve
         locustfile="trace", timeout=60,
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]  # no --run-time: the run ended with the trace
-    records = logged(log)
+    records = logged(log, len(entries))
     assert len(records) == len(entries) == run.report["metrics"]["all"]["requests"]
     # Arrival times follow the trace's, as the server saw them. The bounds leave a loaded machine room
     # (the two-process test below paced to a 46 ms median beside other tests once); a burst instead of
@@ -116,7 +116,7 @@ def test_workers_each_send_their_share_and_the_master_merges_all(logging_server,
         "--trace-block-tokens", str(BLOCK), "--trace-speedup", "2", locustfile="trace", timeout=90,
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]
-    records = logged(log)
+    records = logged(log, len(entries))
     assert len(records) == len(entries) == run.report["metrics"]["all"]["requests"]
     assert run.report["run"]["workers"] == 2 == run.report["run"]["workers_complete"]
     # Each request near its time, whichever worker sent it; the bounds leave room for a loaded 2-core

@@ -2,12 +2,12 @@
 run's exact prompts reproducible from its report."""
 
 import random
+import time
 from pathlib import Path
 
+from slogate.launch.fault_server import read_log
 from slogate.locustfiles.load.workload import Workload, WorkloadConfig
 from slogate.slo.gate.record import SHARED, UNIQUE
-
-from tests.conftest import logged_rows
 
 
 def requests(nonce: str, n: int = 300) -> list:
@@ -30,22 +30,28 @@ def test_two_runs_share_shared_prefixes_and_nothing_unique() -> None:
     assert [r.body for r in requests("aaaa")] == [r.body for r in first]  # the same nonce: the same prompts
 
 
-def logged_digests(log: Path) -> list[str]:
-    return [row["digest"] for row in logged_rows(log)]
+def digests_since(log: Path, started: float) -> list[str]:
+    """The prompts' digests of the requests that reached the server at `started` (`time.time()`) or
+    later, in arrival order: a run's rows, whatever rows of an earlier run the server logs late."""
+    rows = sorted((row for row in read_log(log) if row["arrived"] >= started), key=lambda row: row["arrived"])
+    return [row["digest"] for row in rows]
 
 
 def test_a_second_run_sends_no_body_of_the_first_and_its_nonce_reproduces_it(own_fault_server, locust_run) -> None:
     url, log = own_fault_server
     args = ["-u", "1", "-r", "1", "-t", "1s", "--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "50"]
+    started = time.time()
     first = locust_run(url, *args)
-    first_digests = logged_digests(log)
+    first_digests = digests_since(log, started)
     nonce = first.report["run"]["workload"]["prompt_nonce"]
     assert first.code == 0 and len(nonce) >= 8 and len(first_digests) >= 4
+    started = time.time()
     second = locust_run(url, *args)
-    second_digests = logged_digests(log)[len(first_digests) :]
+    second_digests = digests_since(log, started)
     assert second.report["run"]["workload"]["prompt_nonce"] != nonce
     assert len(second_digests) >= 4 and not set(first_digests) & set(second_digests)
+    started = time.time()
     again = locust_run(url, *args, "--prompt-nonce", nonce)
-    again_digests = logged_digests(log)[len(first_digests) + len(second_digests) :]
+    again_digests = digests_since(log, started)
     k = min(len(again_digests), len(first_digests))
     assert again.report["run"]["workload"]["prompt_nonce"] == nonce and again_digests[:k] == first_digests[:k]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from slack_sdk.models.blocks import Block
+from slogate.launch.fault_server import read_log
 from slogate.slo.gate.judge import judge
 from slogate.slo.gate.metrics import MetricsStore
 from slogate.slo.gate.record import RequestRecord
@@ -27,7 +28,7 @@ from slogate.slo.outputs.slack import (
     reasons_to_notify,
 )
 
-from tests.conftest import ROOT, logged_rows
+from tests.conftest import ROOT
 
 STUB = ROOT / "tests" / "slack_stub.py"
 WEBHOOK_SECRET = "T0SECRET/B0SECRET/xyzWebhookSecret123"
@@ -190,7 +191,7 @@ def test_webhook_retries_500_then_delivers(slack_stub) -> None:
         build_message(failing_report())
     )
     assert result.ok and result.attempts == 2
-    bodies = [json.loads(r["body"]) for r in logged_rows(log)]
+    bodies = [json.loads(r["body"]) for r in read_log(log)]
     assert len(bodies) == 2 and bodies[1]["text"].startswith("slogate: FAIL (exit 1)") and bodies[1]["blocks"]
 
 
@@ -199,7 +200,7 @@ def test_bot_token_honours_retry_after_on_429(slack_stub) -> None:
     notifier = SlackNotifier(bot_token=BOT_TOKEN, channel="#perf", api_base_url=f"{url}/api/", budget_s=10)
     result = notifier.send(build_message(failing_report()))
     assert result.ok and result.attempts == 2
-    first, second = logged_rows(log)
+    first, second = read_log(log)
     assert second["t"] - first["t"] >= 1.0 and first["path"] == "/api/chat.postMessage"
 
 
@@ -209,7 +210,7 @@ def test_a_slack_that_keeps_failing_is_given_up_within_the_budget(slack_stub) ->
     result = SlackNotifier(webhook_url=f"{url}/services/{WEBHOOK_SECRET}", budget_s=3).send({"text": "x", "blocks": []})
     assert not result.ok and result.detail == "HTTP 503"
     assert time.monotonic() - started < 8
-    assert 2 <= len(logged_rows(log)) <= 5
+    assert 2 <= len(read_log(log)) <= 5
 
 
 def test_a_long_retry_after_is_not_waited_past_the_budget(slack_stub) -> None:
@@ -247,7 +248,7 @@ def test_slack_down_changes_neither_the_exit_code_nor_the_report(
     assert run.code == 1, run.stdout[-2000:]  # the SLO breach, not Slack, decides
     assert run.report["verdict"] == "fail"
     assert run.report["alerts"]["slack"]["sent"] is False and run.report["alerts"]["slack"]["for"] == ["fail"]
-    assert len(logged_rows(log)) >= 2  # it did retry
+    assert len(read_log(log)) >= 2  # it did retry
     assert "Slack notification failed after" in run.stderr
 
 
@@ -256,7 +257,7 @@ def test_a_passing_run_sends_nothing_under_the_default_policy(fault_server, locu
     run = locust_run(
         fault_server, *HEADLESS, "--slo-file", slo(tmp_path, 2000), env={"SLACK_WEBHOOK_URL": f"{url}/services/x"}
     )
-    assert run.code == 0 and logged_rows(log) == []
+    assert run.code == 0 and read_log(log) == []
 
 
 def test_no_secret_in_any_output(fault_server, locust_run, slack_stub, tmp_path) -> None:
@@ -272,7 +273,7 @@ def test_no_secret_in_any_output(fault_server, locust_run, slack_stub, tmp_path)
         "--loglevel", "DEBUG", "--logfile", str(logfile), env=env,
     )  # fmt: skip
     assert run.code == 1
-    assert run.report["alerts"]["slack"]["sent"] is True and len(logged_rows(log)) == 3
+    assert run.report["alerts"]["slack"]["sent"] is True and len(read_log(log)) == 3
     outputs = {"stdout": run.stdout, "stderr": run.stderr, "logfile": logfile.read_text()}
     outputs.update({p.name: p.read_text() for p in run.report_dir.iterdir()})
     for name, text in outputs.items():

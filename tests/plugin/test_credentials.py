@@ -26,12 +26,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from slogate.launch.fault_server import read_log
 from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
 from slogate.slo.plugin import target
 from slogate.slo.plugin.scraper import Scraper
 
-from tests.conftest import ROOT, logged_rows
+from tests.conftest import ROOT
 
 USER, PASSWORD = "user", "S3cret:Pass"  # the ':' travels percent-encoded in the URL
 FORM_PASSWORD = "F0rmS3cretPass"  # typed into the web UI form's host field
@@ -276,7 +277,7 @@ def test_headless_run_authenticates_every_call_and_leaks_nothing(
     ])  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, env=secret_env(url), cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    seen = logged_rows(log)
+    seen = read_log(log)
     target_calls = [c for c in seen if c["path"] != "slack"]
     assert {c["auth"] for c in target_calls} == {"url"}, "every call carries the URL's Basic header"
     paths = {c["path"] for c in target_calls}
@@ -304,9 +305,9 @@ def wait_for_run(ui: str, log: Path, auth: str, deadline: float) -> None:
     def measured() -> bool:
         return json.loads(http(ui + "/slo/status")).get("metrics", {}).get("all", {}).get("requests", 0) > 0
 
-    while not ({"/v1/chat/completions", "/metrics"} <= {c["path"] for c in logged_rows(log) if c["auth"] == auth}
+    while not ({"/v1/chat/completions", "/metrics"} <= {c["path"] for c in read_log(log) if c["auth"] == auth}
                and measured()):  # fmt: skip
-        assert time.monotonic() < deadline, logged_rows(log)[-20:]
+        assert time.monotonic() < deadline, read_log(log)[-20:]
         time.sleep(0.1)
 
 
@@ -357,8 +358,8 @@ def test_web_ui_never_shows_the_credentials(auth_server: tuple[str, Path], tmp_p
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-    assert all(c["auth"] in ("url", "form") for c in logged_rows(log) if c["path"] != "slack")
-    streams = [c["auth"] for c in logged_rows(log) if c["path"] == "/v1/chat/completions"]
+    assert all(c["auth"] in ("url", "form") for c in read_log(log) if c["path"] != "slack")
+    streams = [c["auth"] for c in read_log(log) if c["path"] == "/v1/chat/completions"]
     assert "url" in streams and "form" in streams
     assert json.loads(pages["swarm 2"])["host"] == url
     assert_nothing_leaked([report_dir, logfile], {**pages, "stdout": out.read_text(), "stderr": err.read_text()},

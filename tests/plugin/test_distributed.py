@@ -10,13 +10,15 @@ from pathlib import Path
 from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
 
-from tests.conftest import logged_rows
+from tests.conftest import server_log
 
 MODEL = "ttft_ms=20,tokens=3,itl_ms=2"
 
 
-def answered(log: Path) -> int:
-    return sum(1 for row in logged_rows(log) if row["outcome"] == "ok")
+def answered(log: Path, rows: int = 0) -> int:
+    """The requests the server answered in full, once its log holds `rows` rows (it writes a row after
+    the answer's last bytes, which may be after the client has them) or after 10 s."""
+    return sum(1 for row in server_log(log, rows) if row["outcome"] == "ok")
 
 
 def run_distributed(
@@ -62,7 +64,7 @@ def test_master_merges_two_workers_and_loses_nothing_with_stop_timeout(own_fault
     assert code == 0, err[-2000:]
     total = report["metrics"]["all"]
     # Every request the server answered is in the merged histograms: none lost at the end.
-    assert total["requests"] == answered(log) and total["requests"] >= 10  # min_samples: fewer is inconclusive
+    assert total["requests"] == answered(log, total["requests"]) >= 10  # min_samples: fewer is inconclusive
     assert total["ttft_ms"]["count"] == total["requests"]
     assert total["ttft_ms"]["p95"] >= 20  # the server holds every first token for 20 ms
     assert report["run"]["mode"] == "master" and report["run"]["workers"] == 2 == report["run"]["workers_complete"]
@@ -74,7 +76,8 @@ def test_plain_run_time_keeps_the_workers_last_samples(own_fault_server, tmp_pat
     total = report["metrics"]["all"]["requests"]
     # Without --stop-timeout Locust kills users mid-request at the end: the server may have answered
     # up to one in-flight request per user that no client finished. Nothing else may be missing.
-    assert answered(log) - 4 <= total <= answered(log), err[-2000:]
+    ok = answered(log, total)
+    assert ok - 4 <= total <= ok, err[-2000:]
     assert report["run"]["workers_complete"] == 2
 
 
@@ -99,5 +102,5 @@ def test_processes_on_one_machine_merge_the_same_way(own_fault_server, locust_ru
     total = run.report["metrics"]["all"]
     # As in test_master_merges_two_workers_and_loses_nothing_with_stop_timeout: the run time counts from the
     # master's start, and on a loaded machine the workers' users may send for a fraction of it.
-    assert total["requests"] == answered(log) and total["requests"] >= 10  # min_samples: fewer is inconclusive
+    assert total["requests"] == answered(log, total["requests"]) >= 10  # min_samples: fewer is inconclusive
     assert run.report["run"]["mode"] == "master" and run.report["run"]["workers_complete"] == 2

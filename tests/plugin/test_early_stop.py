@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from slogate.launch.fault_server import read_log
 from slogate.launch.locust_command import locust_argv
 from slogate.slo.gate.early_stop import AT_END, REGRESSIONS, certain_verdict, look, unknown_names, waits_for
 from slogate.slo.gate.facts import DECIDED, INTERRUPTED, RunStop
@@ -21,7 +22,6 @@ from slogate.slo.gate.report import Report, RunInfo
 from slogate.slo.gate.spec import parse_spec
 from slogate.slo.outputs.render import render_markdown
 
-from tests.conftest import logged_rows
 from tests.gate.test_correlation import per_second
 
 TTFT = {"name": "ttft-p95", "metric": "ttft", "percentile": 95, "max_ms": 200}
@@ -330,7 +330,7 @@ def test_a_signal_before_the_run_time_writes_the_report_and_says_so(
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:
-            if len(logged_rows(answered)) >= 60:
+            if len(read_log(answered)) >= 60:
                 break
             time.sleep(0.2)  # polling the server's log for the requests, not waiting a fixed time
         proc.send_signal(signum)

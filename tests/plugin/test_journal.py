@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from slogate.launch.fault_server import read_log
 from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
 from slogate.slo.gate.facts import INTERRUPTED, KILLED, RUN_TIME, RunStop
@@ -29,7 +30,7 @@ from slogate.slo.gate.report import RunInfo
 from slogate.slo.gate.spec import parse_spec
 from slogate.slo.rejudge import judge_file
 
-from tests.conftest import logged_rows, own_master_port
+from tests.conftest import own_master_port, server_log
 
 STARTED = 1_764_662_400.0
 SLO = "slos:\n  - {name: p95, metric: ttft, percentile: 95, max_ms: 200}\nmin_samples: 10\n"
@@ -134,18 +135,21 @@ def gated_run(url: str, tmp_path: Path, *extra: str) -> tuple[list[str], Path]:
     return locust_argv(url, slo_file=tmp_path / "slo.yaml", report_dir=report_dir, extra=list(extra)), report_dir
 
 
-def journal_entries(report_dir: Path) -> list[dict]:
-    path = report_dir / JOURNAL_NAME
-    if not path.exists():
+def journal_lines(report_dir: Path) -> list[str]:
+    """The journal's lines, none before the run writes it or once it has ended and removed it."""
+    try:
+        return (report_dir / JOURNAL_NAME).read_text().splitlines()
+    except FileNotFoundError:
         return []
-    lines = path.read_text().splitlines()
-    return [json.loads(x) for x in lines[1:-1]]  # the last may be half written
+
+
+def journal_entries(report_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in journal_lines(report_dir)[1:-1]]  # the last may be half written
 
 
 def journal_span_s(report_dir: Path) -> float:
     """Seconds from the journal's header to its last complete entry (0 before there is one)."""
-    path = report_dir / JOURNAL_NAME
-    lines = path.read_text().splitlines() if path.exists() else []
+    lines = journal_lines(report_dir)
     if len(lines) < 3:
         return 0.0
     return json.loads(lines[-2])["at"] - json.loads(lines[0])["started_at"]
@@ -178,7 +182,7 @@ def test_a_killed_run_leaves_a_journal_that_slogate_judge_judges(own_fault_serve
     assert len(entries) >= 3 and not (report_dir / "slo-report.json").exists()
     last_at = entries[-1]["at"]
     lag_s = 0.0 if processes == 1 else 3.0  # a worker's report interval
-    done_before = sum(1 for r in logged_rows(answered) if r["arrived"] + 1.0 < last_at - lag_s)  # ended well before
+    done_before = sum(1 for r in read_log(answered) if r["arrived"] + 1.0 < last_at - lag_s)  # ended well before
     code = judge_file(str(report_dir), str(tmp_path / "slo.yaml"), str(tmp_path / "judged"))
     report = json.loads((tmp_path / "judged" / "slo-report.json").read_text())
     assert code == 3 and report["verdict"] == "inconclusive", report["reasons"]
@@ -230,7 +234,8 @@ def test_a_run_that_ends_removes_its_journal_and_a_signal_waits_for_the_workers(
         # (Signalled too, a worker may stop itself first and quit without this line: its samples went first.)
         assert stderr.count("reported that it has stopped") == 2, stderr[-3000:]
     assert report["run"]["workers_complete"] == 2
-    assert total["requests"] + total["unfinished"] == len(logged_rows(answered)) > 100
+    sent = total["requests"] + total["unfinished"]
+    assert sent == len(server_log(answered, sent)) > 100
 
 
 def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server, tmp_path: Path) -> None:
@@ -244,7 +249,7 @@ def test_a_second_sigterm_exits_at_once_and_leaves_the_journal(own_fault_server,
     with stderr.open("w") as err:
         proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
     try:
-        while proc.poll() is None and len(logged_rows(answered)) < 2:
+        while proc.poll() is None and len(read_log(answered)) < 2:
             time.sleep(0.1)  # polling the server's log: the first requests (3 s each) ended, the next are in flight
         proc.send_signal(signal.SIGTERM)
         while proc.poll() is None and "the run is interrupted" not in stderr.read_text():
@@ -329,7 +334,7 @@ def test_slogate_run_passes_a_signal_on_and_waits_for_the_report(own_fault_serve
     argv += ["--model", "ttft_ms=1,tokens=2"]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        while proc.poll() is None and len(logged_rows(answered)) < 30:
+        while proc.poll() is None and len(read_log(answered)) < 30:
             time.sleep(0.2)  # polling the server's log: the run is under way, its users busy
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)

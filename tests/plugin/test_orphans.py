@@ -18,18 +18,17 @@ from pathlib import Path
 
 import psutil
 import pytest
+from slogate.launch.fault_server import read_log
 from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
 from slogate.slo.plugin.watchers import MASTER_SILENCE_S
-
-from tests.conftest import logged_rows
 
 LOAD = ["--model", "ttft_ms=20,tokens=2", "--shared-prefix-tokens", "20", "--no-prime-prefixes"]
 AFTER_KILL_S = 3.0  # nothing may reach the server later than this after the kill
 
 
 def arrivals(log: Path) -> list[float]:
-    return [row["arrived"] for row in logged_rows(log)]
+    return [row["arrived"] for row in read_log(log)]
 
 
 def poll(condition: Callable[[], bool], timeout: float) -> bool:
