@@ -96,7 +96,7 @@ from slogate.launch.fault_spec import (
     scaled,
 )
 
-__all__ = ["FAULTS", "MIX_ALL", "Server", "parse_behaviour", "parse_mix", "spawn"]
+__all__ = ["FAULTS", "MIX_ALL", "Server", "parse_behaviour", "parse_mix", "read_log", "spawn"]
 
 
 class Server:
@@ -363,8 +363,8 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     """The rows of a --log (or any JSON-lines file written a row per write), none if it does not exist
     yet. Read while the server writes, only whole rows: a read takes no lock against a write, which
     grows the file a page at a time, so a read can end inside a row that crosses a page boundary."""
-    text = path.read_text() if path.exists() else ""
-    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+    data = path.read_bytes() if path.exists() else b""
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].decode().splitlines()]
 
 
 if __name__ == "__main__":

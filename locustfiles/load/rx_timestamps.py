@@ -54,11 +54,14 @@ class TimestampedSocket(gevent.socket.socket):
             self.received_at = time.perf_counter()
             return data
         data, ancillary, _, _ = self.recvmsg(bufsize, _ANCILLARY_SPACE, flags)
+        # The wall clock first: a stall between the two reads then makes the stamp late by it (as
+        # a reading without a stamp is), never early: a TTFT is never shorter than the truth.
+        wall_ns = time.time_ns()
         now = time.perf_counter()
         for level, kind, stamp in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = _TIMESPEC.unpack_from(stamp)
-                age_ns = time.time_ns() - sec * 1_000_000_000 - nsec
+                age_ns = wall_ns - sec * 1_000_000_000 - nsec
                 if age_ns > 0:  # not when the wall clock has just been stepped back
                     now -= age_ns * 1e-9
         self.received_at = now

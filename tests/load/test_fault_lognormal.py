@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from slogate.launch import fault_server as fault
-from slogate.launch.fault_server import read_log
 from slogate.launch.fault_spec import lognormal_factors, parse_behaviour
 
 
@@ -76,7 +75,7 @@ def test_each_request_waits_its_factor_times_ttft_and_itl_and_logs_it(
         writer = post(server, model)
         assert "[DONE]" in writer.text
         waits.append(list(asked))
-    rows = read_log(log)
+    rows = fault.read_log(log)
     factors = [row["factor"] for row in rows]
     draws = lognormal_factors(0.6, 3)
     assert factors == [next(draws) for _ in range(6)]  # in arrival order, from the seed

@@ -6,12 +6,12 @@ import base64
 import json
 import random
 import struct
+import time
 import zlib
 from pathlib import Path
 
 import pytest
 from slogate.launch import fault_server as fault
-from slogate.launch.fault_server import read_log
 from slogate.locustfiles.load import images
 from slogate.locustfiles.load.datasets import DatasetError, load_dataset
 from slogate.locustfiles.load.options import WorkloadOptions
@@ -231,11 +231,11 @@ def body_server(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("user_class", USERS)
 def test_both_users_send_the_images_as_image_url_parts(body_server: tuple[str, Path], user_class: type) -> None:
     url, log = body_server
-    before = len(read_log(log))
+    started = time.time()
     harness = Harness(user_class, url, "tokens=2", "--images", "1-3", "--image-size", "32x24")
     records = harness.call(4)
     assert all(r.ok for r in records), [r.error_message for r in records]
-    rows = server_log(log, before + 4)[before:]  # a row is written after the answer
+    rows = server_log(log, 4, since=started)  # a row is written after the answer
     assert len(rows) == 4
     for record, row in zip(records, rows, strict=True):
         urls = image_urls(row["body"]["messages"][-1])
@@ -246,11 +246,11 @@ def test_both_users_send_the_images_as_image_url_parts(body_server: tuple[str, P
 def test_on_responses_the_images_are_input_image_parts(body_server: tuple[str, Path]) -> None:
     """The Responses API's own content kinds: `input_text`, and `input_image` with the data URI itself."""
     url, log = body_server
-    before = len(read_log(log))
+    started = time.time()
     harness = Harness(USERS[0], url, "tokens=2", "--endpoint", "responses", "--images", "2", "--image-size", "16x8")
     records = harness.call(2)
     assert all(r.ok and r.tags == ("images_2",) for r in records), [(r.error_message, r.tags) for r in records]
-    for row in server_log(log, before + 2)[before:]:
+    for row in server_log(log, 2, since=started):
         parts = row["body"]["input"][-1]["content"]
         assert {p["type"] for p in parts} == {"input_image", "input_text"} and row["images"] == 2
         assert all(decode_png(uri_png(p["image_url"]))[:2] == (16, 8) for p in parts if p["type"] == "input_image")

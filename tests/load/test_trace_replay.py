@@ -198,12 +198,12 @@ def test_chat_jsonl_requests_pass_their_fields_through(logging_server, locust_ru
     )
     run = locust_run(url, "-u", "1", "-t", "2s", "--dataset", str(path), timeout=60)
     assert run.code == 0, run.stderr[-2000:]
-    bodies = [r["body"] for r in logged(log)]
+    counted = run.report["metrics"]["short"]["requests"] + run.report["metrics"][DATASET_CLASS]["requests"]
+    bodies = [r["body"] for r in logged(log, counted)]
     assert {(b["messages"][0]["content"], b["max_tokens"], b.get("top_p")) for b in bodies} == {
         ("alpha", 7, 0.5),
         ("beta", 9, None),
     }
-    counted = run.report["metrics"]["short"]["requests"] + run.report["metrics"][DATASET_CLASS]["requests"]
     assert len(bodies) - 1 <= counted <= len(bodies)  # the one request in flight at the stop may be left out
 
 
