@@ -11,7 +11,9 @@ The stamp is never later than the parse, but a read that takes several packets a
 the last one's: a client so late that the next token had arrived too (more than one inter-token
 gap) reports the first token up to that gap late; the send lag and loop lag of the self-check
 show such a client. Where there is no stamp (not Linux, TLS, whose reads bypass `recv`), the
-reading falls back to the moment `recv` returned.
+reading falls back to the moment `recv` returned. The stamp is on the wall clock, put on the run's
+clock by a reading of each, the wall clock first: a client stalled between them gets a stamp late by
+the stall, never one before the bytes came (a wall clock stepped forward meanwhile is the exception).
 """
 
 from __future__ import annotations

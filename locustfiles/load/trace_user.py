@@ -125,6 +125,15 @@ def wait_for_zero(environment: Any) -> float:
         raise gevent.GreenletExit from None
 
 
+def zero_on_this_clock(environment: Any) -> float:
+    """The trace's zero on this process's `perf_counter` clock, once it has the zero; across machines
+    as good as their clocks' sync. Both clocks are read after the wait, the wall clock first: a stall
+    between the readings can only put the zero late by it, never send a request early."""
+    zero = wait_for_zero(environment)
+    wall = time.time()
+    return time.perf_counter() + (zero - wall)
+
+
 # How long after the last request was due (plus --request-timeout) the run waits for records that
 # may never come (a stats reset, a worker that left) before it ends inconclusive.
 _GRACE_S = 30.0
@@ -223,8 +232,7 @@ class TraceReplayUser(OpenLoopSender):
             runner.send_message(READY, index)  # and wait for the master's zero (module docstring)
         else:
             _zero(self.environment).set(time.time())
-        # The shared zero on this process's monotonic clock; across machines as good as their clocks' sync.
-        self.started = time.perf_counter() + (wait_for_zero(self.environment) - time.time())
+        self.started = zero_on_this_clock(self.environment)
 
     @task
     def send_share(self) -> None:

@@ -28,11 +28,13 @@ def stalling_after_each_read(clock: Any) -> Any:
 def test_a_stall_between_the_two_clock_readings_never_puts_the_arrival_before_the_send(monkeypatch) -> None:
     """The stamp is on the wall clock and converted with a reading of each clock: a stall between the two
     readings may make it late (as a reading without a stamp is), never earlier than the bytes were sent."""
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        client = TimestampedSocket(socket.AF_INET, socket.SOCK_STREAM)
+    with (
+        socket.create_server(("127.0.0.1", 0)) as server,
+        TimestampedSocket(socket.AF_INET, socket.SOCK_STREAM) as client,
+    ):
         client.connect(server.getsockname())
         peer, _ = server.accept()
-        with client, peer:
+        with peer:
             assert client.stamped
             monkeypatch.setattr(
                 rx_timestamps,

@@ -4,6 +4,7 @@ the run stops; a worker that never gets the zero ends the run with one line."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -98,3 +99,14 @@ def test_every_new_run_waits_for_a_new_zero(master: Any) -> None:
     assert trace_user._zero(master).ready()
     trace_user._end_with_the_trace(master)  # test_start of the next run
     assert not trace_user._zero(master).ready()
+
+
+def test_a_worker_puts_the_zero_on_its_clock_after_waiting_for_it(master: Any) -> None:
+    """The zero comes as a wall-clock time: converted with clock readings from before the wait, a
+    worker's whole schedule would move earlier by its wait (its first requests all overdue at once)."""
+    wall, perf = time.time(), time.perf_counter()
+    gevent.spawn_later(0.3, trace_user._zero(master).set, wall + 1.0)  # the master's zero comes 0.3 s on
+    zero = trace_user.zero_on_this_clock(master)
+    assert time.perf_counter() - perf >= 0.25  # it waited (gevent's timers may fire a few ms early)
+    # The same instant on the perf clock; a stall between the readings may only make it late.
+    assert perf + 1.0 - 0.01 <= zero <= perf + 1.0 + 0.25, zero - perf
