@@ -6,11 +6,13 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import gevent.monkey
 import pytest
 from slogate.locustfiles.load import rx_timestamps
 from slogate.locustfiles.load.rx_timestamps import TimestampedSocket
 
 STALL_S = 0.02
+blocking_sleep = gevent.monkey.get_original("time", "sleep")  # tests/load runs gevent-patched
 
 
 def stalling_after_each_read(clock: Any) -> Any:
@@ -18,7 +20,7 @@ def stalling_after_each_read(clock: Any) -> Any:
 
     def read() -> Any:
         value = clock()
-        time.sleep(STALL_S)
+        blocking_sleep(STALL_S)  # the whole process stalls, not only this greenlet
         return value
 
     return read

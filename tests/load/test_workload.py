@@ -5,9 +5,10 @@ import random
 import time
 from pathlib import Path
 
-from slogate.launch.fault_server import read_log
 from slogate.locustfiles.load.workload import Workload, WorkloadConfig
 from slogate.slo.gate.record import SHARED, UNIQUE
+
+from tests.conftest import server_log
 
 
 def requests(nonce: str, n: int = 300) -> list:
@@ -33,8 +34,7 @@ def test_two_runs_share_shared_prefixes_and_nothing_unique() -> None:
 def digests_since(log: Path, started: float) -> list[str]:
     """The prompts' digests of the requests that reached the server at `started` (`time.time()`) or
     later, in arrival order: a run's rows, whatever rows of an earlier run the server logs late."""
-    rows = sorted((row for row in read_log(log) if row["arrived"] >= started), key=lambda row: row["arrived"])
-    return [row["digest"] for row in rows]
+    return [row["digest"] for row in sorted(server_log(log, 0, since=started), key=lambda row: row["arrived"])]
 
 
 def test_a_second_run_sends_no_body_of_the_first_and_its_nonce_reproduces_it(own_fault_server, locust_run) -> None:
