@@ -59,16 +59,18 @@ class LocustRun:
         return json.loads((self.report_dir / "slo-report.json").read_text())
 
 
-def server_log(log: Path, rows: int, timeout_s: float = 10, since: float = 0.0) -> list[dict[str, Any]]:
+def server_log(
+    log: Path, rows: int, timeout_s: float = 10, since: float = 0.0, outcome: str | None = None
+) -> list[dict[str, Any]]:
     """The fault server's log (launch/fault_server.py) once it holds `rows` rows of requests that arrived
-    at `since` (`time.time()`) or later, or as it stands after `timeout_s`: it writes a request's row when
-    it is done with it, which may be after the client is (the last bytes of a stream, a stall's end, a
-    handshake the client refused)."""
+    at `since` (`time.time()`) or later (and ended with `outcome`, if given), or as it stands after
+    `timeout_s`: it writes a request's row when it is done with it, which may be after the client is
+    (the last bytes of a stream, a stall's end, a handshake the client refused)."""
     from slogate.launch.fault_server import read_log
 
     deadline = time.monotonic() + timeout_s
     while True:
-        found = [row for row in read_log(log) if row["arrived"] >= since]
+        found = [row for row in read_log(log) if row["arrived"] >= since and outcome in (None, row.get("outcome"))]
         if len(found) >= rows or time.monotonic() > deadline:
             return found
         time.sleep(0.05)

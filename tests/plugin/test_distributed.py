@@ -7,9 +7,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from slogate.launch.fault_server import read_log
 from slogate.launch.locust_command import locust_argv
 from slogate.launch.server import free_port
+
+from tests.conftest import server_log
 
 MODEL = "ttft_ms=20,tokens=3,itl_ms=2"
 
@@ -17,10 +18,7 @@ MODEL = "ttft_ms=20,tokens=3,itl_ms=2"
 def answered(log: Path, at_least: int = 0) -> int:
     """The requests the server answered in full, once that is `at_least` or 10 s on: it logs a request
     after the answer's last bytes, which may be after the client has them."""
-    deadline = time.monotonic() + 10
-    while (ok := sum(1 for row in read_log(log) if row["outcome"] == "ok")) < at_least and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return ok
+    return len(server_log(log, at_least, outcome="ok"))
 
 
 def run_distributed(
